@@ -1,0 +1,190 @@
+"""The device agent: public config in, noisy state kept, one msgpack frame out.
+
+    a = Agent(cfg)                    # noise drawn here from the platform DRBG
+    a = Agent(cfg, seed=b"...")       # reproducible: tests and simulation only
+    a.update(reading)                 # one reading: a tuple of d numbers
+    frame = a.release()               # bytes of one enveloped release frame
+
+After ``release()`` the state is sealed: an update would let two releases
+differ by exactly the new readings (privacy rule 5). Releasing again returns
+the same bytes, which is free. The frame layout is docs/wire-format.md.
+"""
+from agent.errors import ConfigError, SealedError
+from agent.msgpack_out import Encoder, key
+from agent.privhp import PrivHP
+from firmware_shims.drbg import platform_source, seeded_source
+from firmware_shims.hmac256 import HMAC256
+
+FORMAT = 1
+MAGIC = b"ESF1"
+MECHANISMS = {"privhp": PrivHP}
+RELATIONS = {"add-remove": 1, "replace": 2}  # noise scale factor per relation
+
+_K_DEVICE = key("device")
+_K_EPOCH = key("epoch")
+_K_EPS = key("eps")
+_K_FMT = key("fmt")
+_K_MECHS = key("mechs")
+_K_RELATION = key("relation")
+_K_SEQ = key("seq")
+
+
+def _ratio(v, what):
+    if not isinstance(v, list) or len(v) != 2:
+        raise ConfigError("%s must be [numerator, denominator]" % what)
+    n, d = v
+    for x in (n, d):
+        if not isinstance(x, int) or isinstance(x, bool) or x < 1:
+            raise ConfigError("%s must hold two positive integers, got %r" % (what, v))
+    return n, d
+
+
+class Agent:
+    """Private summaries of one device's stream (see module docstring).
+
+    ``device_id``: short UTF-8 name carried in the frame (1..64 bytes).
+    ``epoch``, ``seq``: release counters chosen by the caller (0..2**32-1).
+    ``key``: optional HMAC-SHA256 device key (bytes); frames are tagged with it.
+    """
+
+    def __init__(self, cfg, seed=None, device_id="device", epoch=0, seq=0, key=None):
+        if not isinstance(cfg, dict):
+            raise ConfigError("config must be a JSON object")
+        if cfg.get("format") != FORMAT:
+            raise ConfigError("config format must be %d, got %r" % (FORMAT, cfg.get("format")))
+        self.eps = _ratio(cfg.get("epsilon"), "epsilon")
+        relation = cfg.get("relation", "add-remove")
+        if relation not in RELATIONS:
+            raise ConfigError("relation must be 'add-remove' or 'replace', got %r" % (relation,))
+        self.relation = relation
+        specs = cfg.get("mechanisms")
+        if not isinstance(specs, list) or not specs:
+            raise ConfigError("config needs a non-empty list of mechanisms")
+        self.device_id = _device_id(device_id)
+        for name, v in (("epoch", epoch), ("seq", seq)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v >= 1 << 32:
+                raise ConfigError("%s must be an integer in [0, 2**32), got %r" % (name, v))
+        self.epoch = epoch
+        self.seq = seq
+        rng = seeded_source(seed) if seed is not None else platform_source()
+        factor = RELATIONS[relation]
+        mechs = []
+        for i in range(len(specs)):
+            spec = specs[i]
+            kind = spec.get("kind") if isinstance(spec, dict) else None
+            if kind not in MECHANISMS:
+                raise ConfigError("mechanisms[%d].kind %r is not one of %s"
+                                  % (i, kind, ", ".join(sorted(MECHANISMS))))
+            mechs.append(MECHANISMS[kind](spec, rng, factor))
+        self.mechs = mechs
+        self._check_budget()
+        self._mac = HMAC256(key) if key is not None else None
+        self._enc = Encoder()
+        self._sink = None
+        self.sealed = False
+        # the single-mechanism case is the hot path: bind its update directly
+        self.update = mechs[0].update if len(mechs) == 1 else self._update_all
+
+    def _check_budget(self):
+        num, den = 0, 1
+        for m in self.mechs:
+            n, d = m.budget()
+            num, den = num * d + n * den, den * d
+        if num * self.eps[1] != self.eps[0] * den:
+            raise ConfigError("mechanism budgets add up to %d/%d, not epsilon %d/%d"
+                              % (num, den, self.eps[0], self.eps[1]))
+
+    def _update_all(self, x):
+        for m in self.mechs:
+            m.update(x)
+
+    def update_many(self, rows):
+        """Count every reading in ``rows`` (any iterable of d-sequences)."""
+        up = self.update
+        for x in rows:
+            up(x)
+
+    def _payload(self, enc):
+        enc.map(7)
+        enc.raw(_K_DEVICE)
+        enc.str(self.device_id)
+        enc.raw(_K_EPOCH)
+        enc.uint(self.epoch)
+        enc.raw(_K_EPS)
+        enc.array(2)
+        enc.uint(self.eps[0])
+        enc.uint(self.eps[1])
+        enc.raw(_K_FMT)
+        enc.uint(FORMAT)
+        enc.raw(_K_MECHS)
+        enc.array(len(self.mechs))
+        for m in self.mechs:
+            m.encode(enc)
+        enc.raw(_K_RELATION)
+        enc.str(self.relation.encode())
+        enc.raw(_K_SEQ)
+        enc.uint(self.seq)
+
+    def _tee(self, buf, n):
+        if self._mac is not None:
+            self._mac.update(buf if n == len(buf) else memoryview(buf)[:n])
+        self._sink(buf, n)
+
+    def release(self, sink=None):
+        """Seal the state and emit one frame.
+
+        With ``sink(buf, n)`` the frame is streamed through the encoder's small
+        preallocated buffers and the byte count is returned; without, the frame
+        is returned as ``bytes``. Repeated calls give identical bytes.
+        """
+        self.sealed = True
+        self.update = self._sealed
+        out = None
+        if sink is None:
+            out = bytearray()
+
+            def sink(buf, n):
+                out.extend(buf if n == len(buf) else memoryview(buf)[:n])
+        enc = self._enc
+        enc.reset(None)
+        self._payload(enc)
+        size = enc.n
+        self._sink = sink
+        if self._mac is not None:
+            self._mac.start()
+        enc.reset(self._tee)
+        enc.array(4)
+        enc.str(MAGIC)
+        enc.str(self.device_id)
+        enc.bin32_head(size)
+        self._payload(enc)
+        total = enc.n
+        enc.reset(sink)
+        if self._mac is not None:
+            tag = self._mac.finish()
+            enc.bin_head(32)
+            enc.raw(tag)
+        else:
+            enc.nil()
+        total += enc.n
+        self._sink = None
+        return bytes(out) if out is not None else total
+
+    def _sealed(self, x):
+        raise SealedError("state was released; start a new epoch with fresh noise")
+
+    def counter_bytes(self):
+        """Bytes of counters and hash tables held by every mechanism."""
+        total = 0
+        for m in self.mechs:
+            total += m.counter_bytes()
+        return total
+
+
+def _device_id(v):
+    if not isinstance(v, str):
+        raise ConfigError("device id must be a string")
+    b = v.encode()
+    if not 0 < len(b) <= 64:
+        raise ConfigError("device id must be 1..64 bytes of UTF-8")
+    return b
