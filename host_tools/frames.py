@@ -1,0 +1,224 @@
+"""Reading release frames on the host: envelope, tag check, bounded decode, schema.
+
+Order matters (notes/dp-security.md 3.3): the envelope is parsed by hand with
+fixed, tiny rules; the HMAC tag is checked over the exact bytes before any
+msgpack parsing; the payload is decoded with explicit size limits and duplicate
+keys refused; then every field is checked against the schema of
+docs/wire-format.md. Any failure raises a FrameError subclass naming the fault.
+"""
+import hmac
+import hashlib
+import struct
+
+import msgpack
+
+from host_tools.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
+from host_tools.privhp_wire import PrivHPState
+
+MAGIC = b"ESF1"
+FORMAT = 1
+MAX_PAYLOAD = 64 << 20      # bytes; a 2**24-counter state is the largest a config allows
+MAX_DEVICE_ID = 64
+RELATIONS = ("add-remove", "replace")
+KINDS = {"privhp": PrivHPState}
+TOP_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")
+
+
+class Release:
+    """One decoded, validated release frame.
+
+    ``device`` str, ``epoch``/``seq`` ints, ``eps`` (num, den), ``relation``
+    str, ``mechs`` list of mechanism objects, ``raw`` the exact frame bytes,
+    ``tagged``/``verified`` whether it carried a tag and whether it was checked.
+    """
+
+    def __init__(self, payload, raw, tagged, verified):
+        self.device = payload["device"]
+        self.epoch = payload["epoch"]
+        self.seq = payload["seq"]
+        self.eps = tuple(payload["eps"])
+        self.relation = payload["relation"]
+        self.mechs = payload["mechs"]
+        self.raw = raw
+        self.tagged = tagged
+        self.verified = verified
+
+    @property
+    def digest(self):
+        return hashlib.sha256(self.raw).hexdigest()
+
+
+def _need(buf, pos, n):
+    if pos + n > len(buf):
+        raise TruncatedFrame("frame truncated at byte %d (needs %d more bytes)" % (pos, pos + n - len(buf)))
+
+
+def split_envelope(buf, pos=0):
+    """Parse one envelope at ``buf[pos:]`` without msgpack.
+
+    Returns (device_id, payload_start, payload_end, tag or None, end).
+    """
+    _need(buf, pos, 6)
+    if buf[pos] != 0x94 or buf[pos + 1] != 0xA4 or bytes(buf[pos + 2:pos + 6]) != MAGIC:
+        raise BadEnvelope("not an edgesynth frame at byte %d (bad magic)" % pos)
+    p = pos + 6
+    _need(buf, p, 1)
+    t = buf[p]
+    if 0xA1 <= t <= 0xBF:
+        n, p = t & 0x1F, p + 1
+    elif t == 0xD9:
+        _need(buf, p, 2)
+        n, p = buf[p + 1], p + 2
+    else:
+        raise BadEnvelope("device id must be a short string (byte %d)" % p)
+    if n == 0 or n > MAX_DEVICE_ID:
+        raise BadEnvelope("device id length %d is outside 1..%d" % (n, MAX_DEVICE_ID))
+    _need(buf, p, n)
+    try:
+        device = bytes(buf[p:p + n]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadEnvelope("device id is not UTF-8")
+    p += n
+    _need(buf, p, 5)
+    if buf[p] != 0xC6:
+        raise BadEnvelope("payload must be a bin32 block (byte %d)" % p)
+    size = struct.unpack_from(">I", buf, p + 1)[0]
+    if size > MAX_PAYLOAD:
+        raise BadEnvelope("payload claims %d bytes, above the %d-byte limit" % (size, MAX_PAYLOAD))
+    p += 5
+    _need(buf, p, size)
+    start, end = p, p + size
+    p = end
+    _need(buf, p, 1)
+    if buf[p] == 0xC0:
+        return device, start, end, None, p + 1
+    if buf[p] == 0xC4:
+        _need(buf, p, 34)
+        if buf[p + 1] != 32:
+            raise BadEnvelope("tag must be 32 bytes")
+        return device, start, end, bytes(buf[p + 2:p + 34]), p + 34
+    raise BadEnvelope("tag must be nil or bin8(32) (byte %d)" % p)
+
+
+def _no_dup_map(pairs):
+    out = {}
+    for k, v in pairs:
+        if not isinstance(k, str):
+            raise SchemaError("map keys must be strings")
+        if k in out:
+            raise SchemaError("duplicate key %r" % k)
+        out[k] = v
+    return out
+
+
+def _reject_ext(code, data):
+    raise BadPayload("ext types are not allowed (ext %d)" % code)
+
+
+def decode_payload(data):
+    """msgpack-decode a payload with limits sized to the largest legal frame."""
+    try:
+        return msgpack.unpackb(
+            bytes(data), raw=False, strict_map_key=True, use_list=True,
+            max_str_len=1024, max_bin_len=MAX_PAYLOAD, max_array_len=1024,
+            max_map_len=64, max_ext_len=0, ext_hook=_reject_ext,
+            object_pairs_hook=_no_dup_map)
+    except FrameError:
+        raise
+    except msgpack.ExtraData:
+        raise BadPayload("trailing bytes after the payload map")
+    except Exception as e:  # msgpack raises many types on hostile input
+        raise BadPayload("payload is not valid msgpack: %s" % (str(e) or type(e).__name__))
+
+
+def _check_top(p):
+    if not isinstance(p, dict):
+        raise SchemaError("payload must be a map")
+    keys = sorted(p)
+    if keys != list(TOP_KEYS):
+        raise SchemaError("payload keys %s differ from %s" % (keys, list(TOP_KEYS)))
+    if p["fmt"] != FORMAT or isinstance(p["fmt"], bool):
+        raise SchemaError("unsupported format version %r" % (p["fmt"],))
+    for name in ("epoch", "seq"):
+        v = p[name]
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 32:
+            raise SchemaError("%s must be an integer in [0, 2**32)" % name)
+    e = p["eps"]
+    if not (isinstance(e, list) and len(e) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                         and 1 <= x < 1 << 64 for x in e)):
+        raise SchemaError("eps must be [numerator, denominator] of positive integers")
+    if p["relation"] not in RELATIONS:
+        raise SchemaError("relation must be one of %s" % (RELATIONS,))
+    if not isinstance(p["device"], str):
+        raise SchemaError("device must be a string")
+    mechs = p["mechs"]
+    if not isinstance(mechs, list) or not 1 <= len(mechs) <= 8:
+        raise SchemaError("mechs must list 1..8 mechanism states")
+
+
+def parse_frame(buf, pos=0, key_for=None, require_tag=False):
+    """Decode and validate the frame at ``buf[pos:]``.
+
+    ``key_for(device_id)`` returns the device's HMAC key or None. A frame whose
+    device has a key must carry a valid tag; ``require_tag`` rejects untagged
+    frames outright. Returns (Release, end offset).
+    """
+    device, start, end, tag, stop = split_envelope(buf, pos)
+    key = key_for(device) if key_for else None
+    verified = False
+    if key is not None:
+        if tag is None:
+            raise BadTag("frame from %r is not tagged but the device has a key" % device)
+        want = hmac.new(key, bytes(buf[pos:end]), hashlib.sha256).digest()
+        if not hmac.compare_digest(want, tag):
+            raise BadTag("tag of the frame from %r does not verify" % device)
+        verified = True
+    elif require_tag:
+        raise BadTag("no key known for device %r; cannot verify its frame" % device)
+    payload = decode_payload(buf[start:end])
+    _check_top(payload)
+    if payload["device"] != device:
+        raise SchemaError("payload device %r differs from the envelope's %r" % (payload["device"], device))
+    factor = 2 if payload["relation"] == "replace" else 1
+    mechs = []
+    num, den = 0, 1
+    for i, m in enumerate(payload["mechs"]):
+        if not isinstance(m, dict) or m.get("kind") not in KINDS:
+            raise SchemaError("mechs[%d] has an unknown kind" % i)
+        state = KINDS[m["kind"]].from_payload(m, factor)
+        n, dd = state.budget
+        num, den = num * dd + n * den, den * dd
+        mechs.append(state)
+    e = payload["eps"]
+    if num * e[1] != e[0] * den:
+        raise SchemaError("mechanism budgets add up to %d/%d, not eps %d/%d" % (num, den, e[0], e[1]))
+    payload["mechs"] = mechs
+    return Release(payload, bytes(buf[pos:stop]), tag is not None, verified), stop
+
+
+def iter_frames(buf, key_for=None, require_tag=False):
+    """Yield every Release in a byte string of frames written back to back."""
+    pos = 0
+    while pos < len(buf):
+        rel, pos = parse_frame(buf, pos, key_for, require_tag)
+        yield rel
+
+
+def read_frames(path, key_for=None, require_tag=False):
+    """All releases in a file; FrameError messages name the file and frame index."""
+    try:
+        with open(path, "rb") as fh:
+            buf = fh.read(MAX_PAYLOAD * 4 + 1)
+    except OSError as e:
+        raise FrameError("%s: cannot read (%s)" % (path, e.strerror or e))
+    if not buf:
+        raise FrameError("%s: file is empty" % path)
+    out = []
+    pos = 0
+    while pos < len(buf):
+        try:
+            rel, pos = parse_frame(buf, pos, key_for, require_tag)
+        except FrameError as e:
+            raise type(e)("%s: frame %d: %s" % (path, len(out), e))
+        out.append(rel)
+    return out

@@ -1,0 +1,108 @@
+"""The synthetic-data generator: leaf boxes with masses, saved as msgpack.
+
+Sampling picks a leaf with probability mass/total, then a point uniformly in
+its half-open box (notes/privhp.md 3.5, the vectorised form of the tree walk).
+It is post-processing of a private release, so any number of samples is free.
+"""
+import math
+
+import msgpack
+import numpy as np
+
+from host_tools.errors import InputError
+from host_tools.growth import leaf_boxes
+
+FORMAT = 1
+KIND = "edgesynth-generator"
+MAX_FILE = 256 << 20
+SAMPLE_BLOCK = 1 << 20  # points per block: bounds memory for any n
+
+
+class Generator:
+    """Piecewise-uniform distribution over leaf boxes.
+
+    ``names`` channel names; ``lo``/``hi`` the public box; ``leaves`` a
+    growth.Leaves; ``meta`` JSON-ready provenance (epsilon, devices, frames,
+    noise variances).
+    """
+
+    def __init__(self, names, lo, hi, leaves, meta):
+        self.names = list(names)
+        self.lo = np.asarray(lo, dtype=np.float64)
+        self.hi = np.asarray(hi, dtype=np.float64)
+        self.leaves = leaves
+        self.meta = dict(meta)
+        self.box_lo, self.box_hi = leaf_boxes(leaves, len(self.names), self.lo, self.hi)
+        mass = np.maximum(leaves.mass, 0.0)
+        total = mass.sum()
+        if not total > 0:
+            mass = (self.box_hi - self.box_lo).prod(axis=1)  # no signal: uniform on the box
+            total = mass.sum()
+        self.prob = mass / total
+        self._cdf = np.cumsum(self.prob)
+
+    @property
+    def d(self):
+        return len(self.names)
+
+    def sample(self, n, rng):
+        """``n`` synthetic points, shape (n, d), from numpy Generator ``rng``."""
+        out = np.empty((n, self.d))
+        top = self._cdf[-1]
+        last = len(self._cdf) - 1
+        for start in range(0, n, SAMPLE_BLOCK):
+            m = min(SAMPLE_BLOCK, n - start)
+            idx = np.searchsorted(self._cdf, rng.random(m) * top, side="right")
+            np.minimum(idx, last, out=idx)
+            lo = self.box_lo[idx]
+            pts = lo + rng.random((m, self.d)) * (self.box_hi[idx] - lo)
+            # keep cells half-open despite rounding in lo + u * width
+            np.minimum(pts, np.nextafter(self.box_hi[idx], -np.inf), out=pts)
+            out[start:start + m] = pts
+        return out
+
+    def to_bytes(self):
+        lv = self.leaves
+        return msgpack.packb({
+            "fmt": FORMAT, "kind": KIND, "names": self.names,
+            "lo": self.lo.tolist(), "hi": self.hi.tolist(),
+            "level": lv.level.astype("<u1").tobytes(),
+            "path": lv.path.astype("<u4").tobytes(),
+            "mass": lv.mass.astype("<f8").tobytes(),
+            "meta": self.meta,
+        })
+
+    @classmethod
+    def from_bytes(cls, data, source="generator"):
+        try:
+            m = msgpack.unpackb(data, raw=False, max_bin_len=MAX_FILE, max_str_len=1 << 16,
+                                max_array_len=1 << 16, max_map_len=1024, max_ext_len=0)
+        except Exception as e:
+            raise InputError("%s is not a generator file (%s)" % (source, str(e) or type(e).__name__))
+        if not isinstance(m, dict) or m.get("kind") != KIND or m.get("fmt") != FORMAT:
+            raise InputError("%s is not an edgesynth generator (assemble writes one)" % source)
+        try:
+            d = len(m["names"])
+            level = np.frombuffer(m["level"], "<u1").astype(np.int64)
+            path = np.frombuffer(m["path"], "<u4").astype(np.int64)
+            mass = np.frombuffer(m["mass"], "<f8").copy()
+            lo, hi = np.array(m["lo"], float), np.array(m["hi"], float)
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError("%s: malformed generator (%s)" % (source, e))
+        if not (level.size == path.size == mass.size > 0) or lo.shape != (d,) or hi.shape != (d,) \
+                or not np.all(lo < hi) or np.any(level > 29) or np.any(path >> level != 0) \
+                or not np.all(np.isfinite(mass)):
+            raise InputError("%s: generator arrays are inconsistent" % source)
+        from host_tools.growth import Leaves
+        return cls(m["names"], lo, hi, Leaves(level, path, mass), m.get("meta", {}))
+
+    def summary(self):
+        """JSON-ready description for `inspect` and `assemble --json`."""
+        depth = self.leaves.level
+        return {
+            "kind": KIND, "channels": self.names, "lo": self.lo.tolist(), "hi": self.hi.tolist(),
+            "leaves": int(depth.size), "depth_min": int(depth.min()), "depth_max": int(depth.max()),
+            "noisy_total": float(max(self.leaves.mass.sum(), 0.0)),
+            "smallest_cell_fraction": float(math.ldexp(1.0, -int(depth.max()))),
+            **self.meta,
+        }

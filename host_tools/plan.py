@@ -1,0 +1,153 @@
+"""``edgesynth plan``: pick PrivHP's public parameters for a device's RAM budget.
+
+The counters are counted exactly: 4 bytes per int32 counter of the tree
+(2**(L+1) - 1) and of the sketches ((r - L) * j * w), plus 2 bytes per hash
+parameter (4 per sketch row, 8 for a count sketch). On top of that the device
+needs RAM for the interpreter objects of the agent itself; that fixed cost is
+RUNTIME_OVERHEAD (see docs/deployment.md for how it was measured).
+
+Among all (k, w, j) that fit, the planner picks the one with the smallest
+predicted W1 bound (Theorem 3 of the PrivHP paper with the constants of
+notes/privhp.md 4.3 and an assumed pruning-loss fraction ``skew``).
+"""
+import math
+import os
+from fractions import Fraction
+
+from agent.privhp import MAX_DEPTH, MAX_INT_SPAN
+from host_tools.budget import level_weights, privhp_budget
+from host_tools.errors import InputError
+
+RUNTIME_OVERHEAD = 12 * 1024  # bytes of interpreter objects beyond counters (measured)
+MAX_WIDTH = 4096
+
+
+def parse_bounds(text):
+    """'LO:HI[,LO:HI...]' -> (lo list, hi list); integers stay integers."""
+    lo, hi = [], []
+    for i, part in enumerate(str(text).split(",")):
+        bits = part.strip().split(":")
+        if len(bits) != 2:
+            raise InputError("bound %d (%r) must look like LO:HI" % (i + 1, part))
+        vals = []
+        for b in bits:
+            try:
+                v = int(b)
+            except ValueError:
+                try:
+                    v = float(b)
+                except ValueError:
+                    raise InputError("bound %d: %r is not a number" % (i + 1, b))
+                if not math.isfinite(v):
+                    raise InputError("bound %d: %r is not finite" % (i + 1, b))
+            vals.append(v)
+        if not vals[0] < vals[1]:
+            raise InputError("bound %d: LO (%s) must be below HI (%s)" % (i + 1, bits[0], bits[1]))
+        if isinstance(vals[0], int) and isinstance(vals[1], int) and vals[1] - vals[0] > MAX_INT_SPAN:
+            raise InputError("bound %d: integer span exceeds 2**29; use float bounds" % (i + 1))
+        lo.append(vals[0])
+        hi.append(vals[1])
+    return lo, hi
+
+
+def counter_bytes(r, k, w, j, sketch="cms"):
+    """Exact bytes of counters and hash parameters for one PrivHP state."""
+    L = min(k.bit_length() - 1, r)
+    counters = (1 << (L + 1)) - 1 + (r - L) * j * w
+    per_row = 4 * (2 if sketch == "cs" else 1)
+    return 4 * counters + 2 * per_row * (r - L) * j
+
+
+def predicted_w1(d, r, k, w, j, eps, n, skew=0.5):
+    """Theorem 3's bound on E W1 in [0,1)^d (l-infinity) with its constants.
+
+    noise  (10 sqrt2 / n) [sum_{l<=L} Gamma_{l-1}/sigma_l + sum_{l>L} j k gamma_{l-1}/sigma_l]
+    hash   sum_{l>L} (5/w) gamma_{l-1}
+    prune  sum_{L<l<r} gamma_l * skew * 2**-(l-L)      (Lemma 11 shape)
+    depth  gamma_r
+    """
+    L = min(k.bit_length() - 1, r)
+    a = level_weights(d, k, r, j)
+    s = sum(a)
+    sigma = [float(eps) * x / s for x in a]
+
+    def gamma(l):
+        return 2.0 ** -(max(l, 0) // d)
+
+    noise = 0.0
+    for l in range(r + 1):
+        c = (2.0 ** max(l - 1, 0) * gamma(l - 1)) if l <= L else j * k * gamma(l - 1)
+        noise += c / sigma[l]
+    noise *= 10 * math.sqrt(2) / n
+    hashing = sum(5.0 / w * gamma(l - 1) for l in range(L + 1, r + 1))
+    prune = sum(gamma(l) * skew * 2.0 ** -(l - L) for l in range(L + 1, r))
+    return noise + hashing + prune + gamma(r)
+
+
+def choose_depth(d, eps, n_max, lo, hi):
+    """r = ceil(log2(eps * n_max)), rounded up to a multiple of d, capped by 29
+    and by the resolution of integer bounds (no cell narrower than one unit)."""
+    r = max(d, math.ceil(math.log2(max(float(eps) * n_max, 2))))
+    r = min(-(-r // d) * d, MAX_DEPTH)
+    cap = 0
+    for i in range(d):
+        span = hi[i] - lo[i]
+        bits = math.ceil(math.log2(span)) if isinstance(span, int) else MAX_DEPTH
+        cap += max(bits, 1)
+    return max(1, min(r, cap, MAX_DEPTH))
+
+
+def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=None,
+                clamp_share=Fraction(1, 50), uniform_split=False, skew=0.5,
+                hash_seed=None, relation="add-remove"):
+    """Return the public device config (a JSON-ready dict) for PrivHP.
+
+    ``ram`` bytes is the whole budget for the agent on the device; the counters
+    get ``ram - RUNTIME_OVERHEAD``. Raises InputError when nothing fits.
+    """
+    d = len(lo)
+    names = names or ["x%d" % i for i in range(d)]
+    if len(names) != d:
+        raise InputError("%d names given for %d channels" % (len(names), d))
+    avail = ram - RUNTIME_OVERHEAD
+    r = choose_depth(d, eps, n_max, lo, hi)
+    js = [j] if j else ([1, 3] if sketch == "cs" else [1, 2])
+    best = None
+    for jj in js:
+        for kb in range(0, r + 1):
+            k = 1 << kb
+            widths = [1 << b for b in range(2, 13)] if kb < r else [1]
+            for w in widths:
+                size = counter_bytes(r, k, w, jj, sketch)
+                if size > avail:
+                    continue
+                score = predicted_w1(d, r, k, w, jj, eps, n_max, skew)
+                if best is None or score < best[0]:
+                    best = (score, k, w, jj, size)
+    if best is None:
+        need = counter_bytes(r, 1, 4, js[0], sketch) + RUNTIME_OVERHEAD
+        raise InputError("a %d-byte budget cannot hold a depth-%d PrivHP state; it needs at least %d bytes"
+                         % (ram, r, need))
+    score, k, w, jj, size = best
+    q, sigma, clamp_p = privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split)
+    seed = hash_seed or os.urandom(8).hex()
+    mech = {"kind": "privhp", "names": list(names), "lo": lo, "hi": hi, "r": r, "k": k, "w": w,
+            "j": jj, "sketch": sketch, "hash_seed": seed, "q": q, "sigma": sigma, "clamp_p": clamp_p}
+    L = min(k.bit_length() - 1, r)
+    return {
+        "format": 1,
+        "epsilon": [eps.numerator, eps.denominator],
+        "relation": relation,
+        "mechanisms": [mech],
+        "plan": {
+            "ram_bytes": ram,
+            "counter_bytes": size,
+            "runtime_overhead_bytes": RUNTIME_OVERHEAD,
+            "expected_peak_bytes": size + RUNTIME_OVERHEAD,
+            "tree_levels": L + 1,
+            "sketch_levels": r - L,
+            "n_max": n_max,
+            "predicted_w1_bound": score,
+            "epsilon": str(eps),
+        },
+    }

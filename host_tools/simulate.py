@@ -1,0 +1,88 @@
+"""Run the device agent over recorded readings on this machine.
+
+The runtime decides where the agent executes; the frame bytes are the same on
+every runtime for the same config, seed and input (tested). Readings are passed
+as integers when a channel has integer bounds and the value is integral (the
+ADC-code path that allocates nothing on a device), else as floats.
+"""
+import json
+
+import numpy as np
+
+import agent
+from agent.errors import ConfigError
+from host_tools.errors import InputError
+
+RUNTIMES = ("cpython",)
+BLOCK = 4096
+
+
+def load_config(path):
+    """The public device config written by `edgesynth plan`."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            cfg = json.load(fh)
+    except OSError as e:
+        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
+    except ValueError as e:
+        raise InputError("%s: not valid JSON (%s)" % (path, e))
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("mechanisms"), list):
+        raise InputError("%s: not an edgesynth device config (run `edgesynth plan`)" % path)
+    return cfg
+
+
+def with_names(cfg, columns):
+    """A copy of ``cfg`` whose mechanisms carry ``columns`` as channel names."""
+    out = json.loads(json.dumps(cfg))
+    for m in out["mechanisms"]:
+        d = len(m.get("lo", []))
+        if d != len(columns):
+            raise InputError("config has %d channels but %d columns were given" % (d, len(columns)))
+        m["names"] = list(columns)
+    return out
+
+
+def as_readings(data, cfg):
+    """Rows as tuples of int (integer channels with integral values) or float."""
+    m = cfg["mechanisms"][0]
+    int_ch = [isinstance(a, int) and isinstance(b, int) for a, b in zip(m["lo"], m["hi"])]
+    cols = []
+    for i in range(data.shape[1]):
+        c = data[:, i]
+        if int_ch[i] and np.all(c == np.floor(c)) and np.all(np.abs(c) < 2 ** 53):
+            cols.append(c.astype(np.int64).tolist())
+        else:
+            cols.append(c.tolist())
+    return list(zip(*cols))
+
+
+def clamped_fraction(data, cfg):
+    """Fraction of rows with a value outside the config's box (host-side notice only)."""
+    m = cfg["mechanisms"][0]
+    lo, hi = np.array(m["lo"], float), np.array(m["hi"], float)
+    return float(np.mean(np.any((data < lo) | (data > hi), axis=1)))
+
+
+def run_cpython(cfg, rows, seed=None, device_id="device", epoch=0, seq=0, key=None, progress=None):
+    """Feed ``rows`` to an in-process agent; returns the frame bytes."""
+    try:
+        a = agent.Agent(cfg, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key)
+    except ConfigError as e:
+        raise InputError("invalid device config: %s" % e)
+    up = a.update
+    for start in range(0, len(rows), BLOCK):
+        for x in rows[start:start + BLOCK]:
+            up(x)
+        if progress:
+            progress(min(BLOCK, len(rows) - start))
+    return a.release()
+
+
+def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device", epoch=0, key=None,
+             progress=None):
+    """Frame bytes of one device that saw ``data`` (n, d) on ``runtime``."""
+    if runtime not in RUNTIMES:
+        raise InputError("runtime %r is not available (choose from %s)" % (runtime, ", ".join(RUNTIMES)))
+    cfg = with_names(cfg, columns)
+    rows = as_readings(data, cfg)
+    return run_cpython(cfg, rows, seed=seed, device_id=device_id, epoch=epoch, key=key, progress=progress)
