@@ -160,6 +160,7 @@ class PrivHP:
         self._rem = [0] * d
         self._wmask = w - 1
         self.clamp = 0
+        self._plan_levels()
 
     def _draw_noise(self, rng, factor):
         q = self.q * factor
@@ -181,6 +182,28 @@ class PrivHP:
             self.clamp = _bounded(discrete_laplace(rng, q, self.clamp_p))
 
     # ----------------------------------------------------------------- update
+    def _plan_levels(self):
+        """Per-level tuples the update loop unpacks: no index arithmetic there.
+
+        Tree level l: (channel, 2**l - 1). Sketch level l: (channel, 2**l, rows)
+        with rows ((b, a1, a2, a3, cell base[, sign b, a1, a2, a3]), ...).
+        """
+        coord = self.coord
+        self._tree_levels = [(coord[l], (1 << l) - 1) for l in range(1, self.L + 1)]
+        per = PARAMS_PER_HASH * (2 if self.sketch == "cs" else 1)
+        prm = self.hash
+        levels = []
+        pb = 0
+        cell = 0
+        for l in range(self.L + 1, self.r + 1):
+            rows = []
+            for _ in range(self.j):
+                rows.append(tuple(prm[pb:pb + 4]) + (cell,) + tuple(prm[pb + 4:pb + per]))
+                pb += per
+                cell += self.w
+            levels.append((coord[l], 1 << l, tuple(rows)))
+        self._sketch_levels = levels
+
     def update(self, x):
         """Count one reading ``x`` (a sequence of d numbers). Allocates nothing
         for integer readings; out-of-box values land in the nearest cell."""
@@ -201,60 +224,54 @@ class PrivHP:
                 clamped = 1
         if clamped and self.clamp_p:
             self.clamp += 1
-        coord = self.coord
         tree = self.tree
         tree[0] += 1
         v = 0
-        lvl = 1
-        top = self.L
-        while lvl <= top:
-            i = coord[lvl]
+        for i, off in self._tree_levels:
             t = rem[i] + rem[i]
-            if t >= span[i]:
-                rem[i] = t - span[i]
+            s = span[i]
+            if t >= s:
+                rem[i] = t - s
                 v = v + v + 1
             else:
                 rem[i] = t
                 v = v + v
-            tree[v + (1 << lvl) - 1] += 1
-            lvl += 1
-        if top == self.r:
-            return
+            tree[v + off] += 1
         sk = self.sketches
-        prm = self.hash
         mask = self._wmask
-        w = self.w
-        j = self.j
-        cs = self.sketch == "cs"
-        cell = 0
-        pb = 0
-        r = self.r
-        while lvl <= r:
-            i = coord[lvl]
-            t = rem[i] + rem[i]
-            if t >= span[i]:
-                rem[i] = t - span[i]
-                v = v + v + 1
-            else:
-                rem[i] = t
-                v = v + v
-            node = v + (1 << lvl)
-            x0 = node & 16383
-            x1 = (node >> 14) & 16383
-            x2 = node >> 28
-            row = 0
-            while row < j:
-                h = (prm[pb] + prm[pb + 1] * x0 + prm[pb + 2] * x1 + prm[pb + 3] * x2) % P
-                if cs:
-                    g = (prm[pb + 4] + prm[pb + 5] * x0 + prm[pb + 6] * x1 + prm[pb + 7] * x2) % P
-                    sk[cell + (h & mask)] += 1 - ((g & 1) << 1)
-                    pb += 8
+        if self.sketch == "cms":
+            for i, nb, rows in self._sketch_levels:
+                t = rem[i] + rem[i]
+                s = span[i]
+                if t >= s:
+                    rem[i] = t - s
+                    v = v + v + 1
                 else:
-                    sk[cell + (h & mask)] += 1
-                    pb += 4
-                cell += w
-                row += 1
-            lvl += 1
+                    rem[i] = t
+                    v = v + v
+                node = v + nb
+                x0 = node & 16383
+                x1 = (node >> 14) & 16383
+                x2 = node >> 28
+                for b, a1, a2, a3, base in rows:
+                    sk[base + ((b + a1 * x0 + a2 * x1 + a3 * x2) % 32749 & mask)] += 1
+        else:
+            for i, nb, rows in self._sketch_levels:
+                t = rem[i] + rem[i]
+                s = span[i]
+                if t >= s:
+                    rem[i] = t - s
+                    v = v + v + 1
+                else:
+                    rem[i] = t
+                    v = v + v
+                node = v + nb
+                x0 = node & 16383
+                x1 = (node >> 14) & 16383
+                x2 = node >> 28
+                for b, a1, a2, a3, base, gb, g1, g2, g3 in rows:
+                    g = (gb + g1 * x0 + g2 * x1 + g3 * x2) % 32749
+                    sk[base + ((b + a1 * x0 + a2 * x1 + a3 * x2) % 32749 & mask)] += 1 - ((g & 1) << 1)
 
     # ---------------------------------------------------------------- release
     def encode(self, enc):

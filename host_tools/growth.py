@@ -53,11 +53,13 @@ class Leaves:
         self.mass = np.asarray(mass, dtype=np.float64)
 
 
-def grow(state):
+def grow(state, trace=None):
     """Consistent partition tree of a PrivHP state; returns its Leaves.
 
     The invariants (tested): every internal count equals the sum of its
     children, all counts are >= 0, and the leaf masses add up to the root.
+    ``trace``, if a list, receives (level, paths, counts) of every node that
+    became internal, for checking those invariants.
     """
     L, r, k = state.L, state.r, state.k
     tree = state.tree.astype(np.float64)
@@ -66,6 +68,8 @@ def grow(state):
         return Leaves([0], [0], [1.0])
     cur = np.array([root])
     for l in range(L):
+        if trace is not None:
+            trace.append((l, np.arange(1 << l), cur))
         kids = tree[(1 << (l + 1)) - 1:(1 << (l + 2)) - 1].reshape(-1, 2)
         a, b = split(cur, kids[:, 0], kids[:, 1])
         cur = np.column_stack((a, b)).ravel()
@@ -75,6 +79,8 @@ def grow(state):
         return Leaves(np.full(hot_v.size, r), hot_v, hot_c)
     levels, paths, masses = [], [], []
     for l in range(L + 1, r + 1):
+        if trace is not None:
+            trace.append((l - 1, hot_v, hot_c))
         kids_v = np.column_stack((2 * hot_v, 2 * hot_v + 1))
         est = sketch_query(state, l - L - 1, l, kids_v.ravel()).reshape(-1, 2)
         a, b = split(hot_c, est[:, 0], est[:, 1])

@@ -1,0 +1,378 @@
+"""The `edgesynth` command line (DESIGN.md, "The command line").
+
+Every command explains itself with --help. Bad input ends with one line on
+stderr and exit status 2; set EDGESYNTH_DEBUG=1 to see a traceback for an
+unexpected internal error.
+"""
+import json
+import os
+import sys
+
+import click
+import numpy as np
+
+from host_tools.errors import EdgesynthError, InputError
+
+EPILOG = "Docs: README.md, docs/wire-format.md, docs/privacy.md."
+
+
+class Group(click.Group):
+    """Turns every EdgesynthError into one stderr line and exit status 2."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+            sys.exit(rv if isinstance(rv, int) else 0)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(2)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(130)
+        except EdgesynthError as e:
+            click.echo("error: %s" % e, err=True)
+            sys.exit(2)
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as e:  # last resort: never a bare traceback for users
+            if os.environ.get("EDGESYNTH_DEBUG"):
+                raise
+            click.echo("internal error: %s: %s (set EDGESYNTH_DEBUG=1 for a traceback)"
+                       % (type(e).__name__, e), err=True)
+            sys.exit(1)
+
+
+@click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="edgesynth")
+def main():
+    """Differentially private synthetic data from sensor streams.
+
+    A device agent keeps noisy-from-birth summaries of its readings and
+    releases them as a frame; the host turns frames into a generator that
+    samples any amount of synthetic data at no further privacy cost.
+
+    Typical path: plan -> simulate (or a real device) -> assemble -> sample -> evaluate.
+    """
+
+
+def _progress():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), transient=True, console=_stderr_console())
+
+
+def _stderr_console():
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def _write_bytes(path, data):
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+    except OSError as e:
+        raise InputError("%s: cannot write (%s)" % (path, e.strerror or e))
+
+
+def _hex_bytes(text, what):
+    try:
+        b = bytes.fromhex(text)
+    except ValueError:
+        raise InputError("%s must be hexadecimal" % what)
+    if not b:
+        raise InputError("%s is empty" % what)
+    return b
+
+
+def _columns(text):
+    cols = [c.strip() for c in text.split(",") if c.strip()]
+    if not cols:
+        raise InputError("--columns needs at least one column name")
+    if len(set(cols)) != len(cols):
+        raise InputError("--columns names a column twice")
+    return cols
+
+
+def _echo_json(obj):
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable))
+
+
+def _jsonable(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+# --------------------------------------------------------------------- plan
+@main.command()
+@click.option("--bounds", required=True, help="Public per-channel range LO:HI[,LO:HI...]; never read it off the data.")
+@click.option("--epsilon", required=True, help="Privacy budget per reading, e.g. 1, 0.5 or 1/3.")
+@click.option("--ram", required=True, help="RAM the agent may use on the device, in bytes (suffix K or M allowed).")
+@click.option("--mechanism", default="privhp", show_default=True, type=click.Choice(["privhp"]),
+              help="Summary kept on the device.")
+@click.option("--names", default=None, help="Channel names, comma separated (default x0,x1,...).")
+@click.option("--n-max", default=10 ** 6, show_default=True, type=click.IntRange(2, 2 ** 29),
+              help="Public upper bound on readings per release; sets the tree depth.")
+@click.option("--sketch", default="cms", show_default=True, type=click.Choice(["cms", "cs"]),
+              help="Count-min or count sketch for the deep levels.")
+@click.option("--rows", "j", default=None, type=click.IntRange(1, 16), help="Sketch rows j (default: chosen).")
+@click.option("--clamp-share", default="1/50", show_default=True,
+              help="Part of epsilon spent on the noisy count of out-of-range readings (0 to drop it).")
+@click.option("--uniform-split", is_flag=True, help="Split epsilon evenly over levels instead of Eq. (23).")
+@click.option("--hash-seed", default=None, help="Public hash seed shared by devices that will be merged (default random).")
+@click.option("--relation", default="add-remove", show_default=True, type=click.Choice(["add-remove", "replace"]),
+              help="Neighbouring streams: add/remove one reading, or replace one (doubles the noise).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Config file to write (JSON).")
+def plan(bounds, epsilon, ram, mechanism, names, n_max, sketch, j, clamp_share, uniform_split, hash_seed,
+         relation, as_json, output):
+    """Choose the device's public parameters for a RAM budget and write the config.
+
+    Counter and hash-table bytes are exact; the runtime overhead of the agent
+    itself is a measured constant (docs/deployment.md).
+    """
+    from host_tools.budget import parse_epsilon
+    from host_tools.plan import parse_bounds, plan_privhp
+    eps = parse_epsilon(epsilon)
+    ram_bytes = _parse_size(ram, "--ram")
+    lo, hi = parse_bounds(bounds)
+    name_list = _columns(names) if names else None
+    try:
+        share = parse_share(clamp_share)
+    except ValueError:
+        raise InputError("--clamp-share must be a fraction in [0, 1), got %r" % clamp_share)
+    cfg = plan_privhp(lo, hi, eps, ram_bytes, names=name_list, n_max=n_max, sketch=sketch, j=j,
+                      clamp_share=share, uniform_split=uniform_split, hash_seed=hash_seed, relation=relation)
+    text = json.dumps(cfg, indent=1, sort_keys=True)
+    try:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except OSError as e:
+        raise InputError("%s: cannot write (%s)" % (output, e.strerror or e))
+    m, p = cfg["mechanisms"][0], cfg["plan"]
+    if as_json:
+        _echo_json({**p, **{k: m[k] for k in ("r", "k", "w", "j", "sketch")}, "config": output})
+    else:
+        click.echo("wrote %s: privhp r=%d k=%d w=%d j=%d %s; counters %d B, expected peak %d B of %d B"
+                   % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
+                      p["expected_peak_bytes"], ram_bytes))
+
+
+def parse_share(text):
+    from fractions import Fraction
+    share = Fraction(str(text))
+    if not 0 <= share < 1:
+        raise ValueError(text)
+    return share
+
+
+def _parse_size(text, what):
+    t = str(text).strip().upper()
+    mult = 1
+    for suffix, m in (("KIB", 1024), ("MIB", 1 << 20), ("K", 1024), ("M", 1 << 20), ("B", 1)):
+        if t.endswith(suffix):
+            t, mult = t[:-len(suffix)], m
+            break
+    try:
+        v = int(float(t) * mult)
+    except ValueError:
+        raise InputError("%s must be a size like 32768 or 32K, got %r" % (what, text))
+    if v <= 0:
+        raise InputError("%s must be positive" % what)
+    return v
+
+
+# ----------------------------------------------------------------- simulate
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), help="Device config from `plan`.")
+@click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
+@click.option("--columns", required=True, help="Columns to feed, in channel order, comma separated.")
+@click.option("--runtime", default="cpython", show_default=True,
+              type=click.Choice(["cpython"]), help="Where the agent runs.")
+@click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")
+@click.option("--device-id", default="device", show_default=True, help="Device name carried in the frame.")
+@click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1), help="Release epoch number.")
+@click.option("--key", "key_hex", default=None, help="Hex HMAC key: tag the frame with HMAC-SHA256.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Frame file to write.")
+def simulate(config_path, input_path, columns, runtime, seed, device_id, epoch, key_hex, output):
+    """Run the device agent over a CSV on this machine and write its release frame."""
+    from host_tools.csvio import read_columns
+    from host_tools.simulate import clamped_fraction, load_config, simulate as run
+    cfg = load_config(config_path)
+    cols = _columns(columns)
+    data = read_columns(input_path, cols)
+    seed_b = _hex_bytes(seed, "--seed") if seed else None
+    key = _hex_bytes(key_hex, "--key") if key_hex else None
+    outside = clamped_fraction(data, cfg) if cfg["mechanisms"] and "lo" in cfg["mechanisms"][0] else 0.0
+    with _progress() as prog:
+        task = prog.add_task("agent (%s)" % runtime, total=len(data))
+        frame = run(cfg, data, cols, runtime=runtime, seed=seed_b, device_id=device_id, epoch=epoch,
+                    key=key, progress=lambda n: prog.advance(task, n))
+    _write_bytes(output, frame)
+    if outside:
+        click.echo("note: %.2f%% of readings were outside the bounds and were clamped into the edge cells"
+                   % (100 * outside), err=True)
+    click.echo("wrote %s: %d readings, %d-byte frame%s" % (output, len(data), len(frame), ", tagged" if key else ""))
+
+
+# ----------------------------------------------------------------- assemble
+@main.command()
+@click.argument("releases", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Generator file to write.")
+@click.option("--key", "key_hex", default=None, help="Hex HMAC key that every frame must be tagged with.")
+@click.option("--json", "as_json", is_flag=True, help="Print the generator summary as JSON.")
+def assemble(releases, output, key_hex, as_json):
+    """Verify release frames, merge those of one configuration, and build a generator."""
+    from host_tools.assemble import assemble_privhp
+    from host_tools.frames import read_frames
+    key = _hex_bytes(key_hex, "--key") if key_hex else None
+    key_for = (lambda device: key) if key else None
+    rels = []
+    for path in releases:
+        rels.extend(read_frames(path, key_for=key_for, require_tag=key is not None))
+    gen = assemble_privhp(rels)
+    if output:
+        _write_bytes(output, gen.to_bytes())
+    summary = gen.summary()
+    if as_json:
+        _echo_json(summary)
+    else:
+        click.echo("generator from %d frame(s) of %s: %d leaves, depth %d..%d, epsilon %s per reading%s"
+                   % (summary["frames"], ", ".join(summary["devices"]), summary["leaves"],
+                      summary["depth_min"], summary["depth_max"], summary["epsilon"],
+                      "; wrote %s" % output if output else ""))
+    if not output and not as_json:
+        click.echo("(nothing written: pass -o FILE to save the generator)", err=True)
+
+
+def _load_generator(path):
+    from host_tools.generator import Generator
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
+    return Generator.from_bytes(data, path)
+
+
+# ------------------------------------------------------------------- sample
+@main.command()
+@click.argument("generator", type=click.Path(dir_okay=False))
+@click.option("-n", "count", required=True, type=click.IntRange(1, 10 ** 9), help="Number of synthetic rows.")
+@click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1), help="Seed for reproducible samples.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="CSV to write.")
+def sample(generator, count, seed, output):
+    """Draw synthetic rows from a generator (free: no further privacy cost)."""
+    from host_tools.csvio import write_columns
+    gen = _load_generator(generator)
+    rng = np.random.default_rng(seed)
+    block = 1 << 20
+    try:
+        fh = open(output, "w", newline="", encoding="utf-8")
+    except OSError as e:
+        raise InputError("%s: cannot write (%s)" % (output, e.strerror or e))
+    with fh, _progress() as prog:
+        task = prog.add_task("sampling", total=count)
+        fh.write(",".join(gen.names) + "\n")
+        for start in range(0, count, block):
+            m = min(block, count - start)
+            np.savetxt(fh, gen.sample(m, rng), delimiter=",", fmt="%.10g")
+            prog.advance(task, m)
+    click.echo("wrote %s: %d rows of %s" % (output, count, ",".join(gen.names)))
+
+
+# ----------------------------------------------------------------- evaluate
+@main.command()
+@click.option("--real", required=True, type=click.Path(dir_okay=False), help="CSV of the real readings.")
+@click.option("--synthetic", required=True, type=click.Path(dir_okay=False), help="CSV of synthetic rows.")
+@click.option("--columns", required=True, help="Columns to compare, comma separated.")
+@click.option("--bounds", default=None, help="Box LO:HI[,...] for normalising (default: the range of both files).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed for subsampling and random queries.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def evaluate(real, synthetic, columns, bounds, seed, as_json):
+    """Compare synthetic rows with real ones (W1 per channel, joint W1, range queries)
+    beside a uniform baseline."""
+    from host_tools.csvio import read_columns
+    from host_tools.evaluate import utility_report
+    from host_tools.plan import parse_bounds
+    cols = _columns(columns)
+    x = read_columns(real, cols)
+    y = read_columns(synthetic, cols)
+    if bounds:
+        lo, hi = (np.array(b, float) for b in parse_bounds(bounds))
+        if len(lo) != len(cols):
+            raise InputError("--bounds has %d channels, --columns %d" % (len(lo), len(cols)))
+    else:
+        both = np.vstack([x, y])
+        lo, hi = both.min(axis=0), both.max(axis=0)
+        hi = np.where(hi > lo, hi, lo + 1.0)
+    report = utility_report(x, y, lo, hi, cols, np.random.default_rng(seed))
+    if as_json:
+        _echo_json(report)
+    else:
+        print_report(report)
+
+
+def print_report(report):
+    """A rich table of a utility_report: synthetic beside the uniform baseline."""
+    from rich.table import Table
+    from rich.console import Console
+    t = Table(title="utility (lower is better)")
+    t.add_column("metric")
+    t.add_column("synthetic", justify="right")
+    t.add_column("uniform baseline", justify="right")
+    for row in report_rows(report):
+        t.add_row(*row)
+    Console().print(t)
+
+
+def report_rows(report):
+    """(metric, synthetic, baseline) strings of a utility_report."""
+    rows = []
+    syn, base = report["synthetic"], report["baseline"]
+    for s, b in zip(syn["channels"], base["channels"]):
+        rows.append(("W1 %s (data units)" % s["name"], "%.4g" % s["w1"], "%.4g" % b["w1"]))
+    rows.append(("joint W1 (normalised, l-inf; floor %.3g)" % report["w1_joint_floor"],
+                 "%.4g" % syn["w1_joint"], "%.4g" % base["w1_joint"]))
+    rows.append(("range-query error", "%.4g" % syn["range_query_error"], "%.4g" % base["range_query_error"]))
+    return rows
+
+
+# ------------------------------------------------------------------ inspect
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--key", "key_hex", default=None, help="Hex HMAC key to verify tagged frames.")
+def inspect(file, key_hex):
+    """Describe a frame file, generator or device config (as JSON)."""
+    from host_tools.inspect_file import describe
+    key = _hex_bytes(key_hex, "--key") if key_hex else None
+    _echo_json(describe(file, key))
+
+
+# --------------------------------------------------------------------- demo
+@main.command()
+@click.option("--out", "out_dir", default="edgesynth-demo", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for the demo's files.")
+@click.option("--epsilon", default="1", show_default=True, help="Privacy budget per reading.")
+@click.option("--ram", default="32K", show_default=True, help="Device RAM budget.")
+@click.option("--seed", default=7, show_default=True, type=int, help="Seed of the demo's simulated device.")
+def demo(out_dir, epsilon, ram, seed):
+    """Run the whole path on real hourly temperatures of two weather stations.
+
+    Plans a device, runs the agent over the readings, assembles a generator,
+    samples as many synthetic rows, prints a utility table against a uniform
+    baseline and writes a PNG comparing real and synthetic distributions.
+    """
+    from host_tools.demo import run_demo
+    run_demo(out_dir, epsilon, _parse_size(ram, "--ram"), seed, echo=click.echo, table=print_report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Shared fixtures: small PrivHP configs built with the real planner budget code."""
+import os
+import sys
+from fractions import Fraction
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from host_tools.budget import privhp_budget  # noqa: E402
+
+
+def privhp_config(d=2, r=12, k=16, w=64, j=1, sketch="cms", eps=Fraction(1), lo=None, hi=None,
+                  clamp_share=Fraction(1, 50), relation="add-remove", hash_seed="test-seed"):
+    """A device config with an exact budget split, for tests."""
+    lo = lo if lo is not None else [0.0] * d
+    hi = hi if hi is not None else [1.0] * d
+    q, sigma, clamp_p = privhp_budget(eps, d, k, r, j, clamp_share)
+    return {"format": 1, "epsilon": [eps.numerator, eps.denominator], "relation": relation,
+            "mechanisms": [{"kind": "privhp", "names": ["x%d" % i for i in range(d)], "lo": lo, "hi": hi,
+                            "r": r, "k": k, "w": w, "j": j, "sketch": sketch, "hash_seed": hash_seed,
+                            "q": q, "sigma": sigma, "clamp_p": clamp_p}]}
+
+
+@pytest.fixture
+def make_config():
+    return privhp_config
