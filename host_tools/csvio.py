@@ -22,7 +22,7 @@ def read_columns(path, columns, progress=None):
         raise InputError("%s: cannot open (%s)" % (path, e.strerror or e))
     csv.field_size_limit(MAX_FIELD)
     with fh:
-        reader = csv.reader(fh)
+        reader = csv.reader(fh, strict=True)
         try:
             header = next(reader)
         except StopIteration:

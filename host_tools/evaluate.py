@@ -23,7 +23,6 @@ Summary of the metrics
                         uniform baseline, as a JSON-serialisable dict.
 """
 import numpy as np
-import ot
 from scipy.spatial.distance import cdist
 from scipy.stats import wasserstein_distance
 
@@ -256,6 +255,7 @@ def w1_marginal_exact(x, a, b, mass):
 
 def _ot_w1(p, q):
     """Exact W1 (Chebyshev ground metric) between two small point sets."""
+    import ot  # POT takes ~0.7 s to import; only pay for it when used
     cost = cdist(p, q, "chebyshev")
     wp = np.full(p.shape[0], 1.0 / p.shape[0])
     wq = np.full(q.shape[0], 1.0 / q.shape[0])
