@@ -195,7 +195,8 @@ def _parse_size(text, what):
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
 @click.option("--columns", required=True, help="Columns to feed, in channel order, comma separated.")
 @click.option("--runtime", default="cpython", show_default=True,
-              type=click.Choice(["cpython"]), help="Where the agent runs.")
+              type=click.Choice(["cpython", "numpy"]),
+              help="Where the agent runs: cpython (its own code, per reading) or numpy (vectorised, same bytes).")
 @click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")
 @click.option("--device-id", default="device", show_default=True, help="Device name carried in the frame.")
 @click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1), help="Release epoch number.")

