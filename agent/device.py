@@ -134,21 +134,25 @@ class Agent:
         """Seal the state and emit one frame.
 
         With ``sink(buf, n)`` the frame is streamed through the encoder's small
-        preallocated buffers and the byte count is returned; without, the frame
-        is returned as ``bytes``. Repeated calls give identical bytes.
+        preallocated buffers and its length is returned: a device should do
+        this. Without a sink the frame is returned as one exactly-sized
+        ``bytearray``. Repeated calls give identical bytes.
         """
         self.sealed = True
         self.update = self._sealed
-        out = None
-        if sink is None:
-            out = bytearray()
-
-            def sink(buf, n):
-                out.extend(buf if n == len(buf) else memoryview(buf)[:n])
         enc = self._enc
         enc.reset(None)
         self._payload(enc)
         size = enc.n
+        out = None
+        if sink is None:
+            out = bytearray(_frame_size(len(self.device_id), size, self._mac is not None))
+            view = memoryview(out)
+            pos = [0]
+
+            def sink(buf, n):
+                view[pos[0]:pos[0] + n] = buf if n == len(buf) else memoryview(buf)[:n]
+                pos[0] += n
         self._sink = sink
         if self._mac is not None:
             self._mac.start()
@@ -168,7 +172,7 @@ class Agent:
             enc.nil()
         total += enc.n
         self._sink = None
-        return bytes(out) if out is not None else total
+        return out if out is not None else total
 
     def _sealed(self, x):
         raise SealedError("state was released; start a new epoch with fresh noise")
@@ -179,6 +183,12 @@ class Agent:
         for m in self.mechs:
             total += m.counter_bytes()
         return total
+
+
+def _frame_size(id_len, payload, tagged):
+    """Envelope bytes: fixarray, fixstr magic, device id str, bin32 payload, tag."""
+    id_head = 1 if id_len < 32 else 2
+    return 1 + 1 + len(MAGIC) + id_head + id_len + 5 + payload + (34 if tagged else 1)
 
 
 def _device_id(v):

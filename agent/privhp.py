@@ -25,7 +25,7 @@ from agent.hashing import MAX_WIDTH, PARAMS_PER_HASH, P, derive_params
 from agent.msgpack_out import key
 
 MAX_DEPTH = 29           # heap ids 2**l + v stay below 2**30
-MAX_INT_SPAN = 1 << 29   # integer bounds: 2 * remainder stays below 2**30
+MAX_INT_SPAN = (1 << 29) - 1  # integer bounds: 2 * remainder stays below 2**30
 MAX_COUNTERS = 1 << 24   # 64 MiB of int32: far beyond any device, still a sanity cap
 NOISE_LIMIT = 1 << 29    # a draw this large has probability below 1e-1000 here
 MAX_Q = 1 << 48
@@ -103,7 +103,7 @@ class PrivHP:
                 raise ConfigError("channel %d: lo (%r) must be below hi (%r)" % (i, a, b))
             s = b - a
             if isinstance(s, int) and s > MAX_INT_SPAN:
-                raise ConfigError("channel %d: integer span %d exceeds 2**29" % (i, s))
+                raise ConfigError("channel %d: integer span %d exceeds 2**29 - 1" % (i, s))
             if isinstance(s, float) and not (s - s == 0.0):
                 raise ConfigError("channel %d: span overflows" % i)
             span.append(s)
@@ -150,8 +150,10 @@ class PrivHP:
     # ------------------------------------------------------------------ state
     def _alloc(self):
         d, r, L, j, w = self.d, self.r, self.L, self.j, self.w
-        self.tree = array("i", bytearray(4 * ((1 << (L + 1)) - 1)))
-        self.sketches = array("i", bytearray(4 * (r - L) * j * w))
+        # array(range(n)) allocates the table once, without a same-size
+        # temporary; the noise draw overwrites every cell
+        self.tree = array("i", range((1 << (L + 1)) - 1))
+        self.sketches = array("i", range((r - L) * j * w))
         per = PARAMS_PER_HASH * (2 if self.sketch == "cs" else 1)
         self.hash = array("H", derive_params(self.hash_seed.encode(), (r - L) * j * per))
         self.coord = bytearray(r + 1)  # level -> channel it splits

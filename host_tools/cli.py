@@ -195,14 +195,17 @@ def _parse_size(text, what):
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
 @click.option("--columns", required=True, help="Columns to feed, in channel order, comma separated.")
 @click.option("--runtime", default="cpython", show_default=True,
-              type=click.Choice(["cpython", "numpy"]),
-              help="Where the agent runs: cpython (its own code, per reading) or numpy (vectorised, same bytes).")
+              type=click.Choice(["cpython", "numpy", "micropython"]),
+              help="Where the agent runs: cpython (its own code, per reading), numpy (vectorised, same "
+                   "bytes) or micropython (the MicroPython unix port with a capped heap).")
+@click.option("--heap", default="256K", show_default=True,
+              help="MicroPython heap as a 32-bit-equivalent size (e.g. 32K); micropython runtime only.")
 @click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")
 @click.option("--device-id", default="device", show_default=True, help="Device name carried in the frame.")
 @click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1), help="Release epoch number.")
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key: tag the frame with HMAC-SHA256.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Frame file to write.")
-def simulate(config_path, input_path, columns, runtime, seed, device_id, epoch, key_hex, output):
+def simulate(config_path, input_path, columns, runtime, heap, seed, device_id, epoch, key_hex, output):
     """Run the device agent over a CSV on this machine and write its release frame."""
     from host_tools.csvio import read_columns
     from host_tools.simulate import clamped_fraction, load_config, simulate as run
@@ -215,7 +218,7 @@ def simulate(config_path, input_path, columns, runtime, seed, device_id, epoch, 
     with _progress() as prog:
         task = prog.add_task("agent (%s)" % runtime, total=len(data))
         frame = run(cfg, data, cols, runtime=runtime, seed=seed_b, device_id=device_id, epoch=epoch,
-                    key=key, progress=lambda n: prog.advance(task, n))
+                    key=key, progress=lambda n: prog.advance(task, n), heap=_parse_size(heap, "--heap"))
     _write_bytes(output, frame)
     if outside:
         click.echo("note: %.2f%% of readings were outside the bounds and were clamped into the edge cells"

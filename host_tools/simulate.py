@@ -4,7 +4,8 @@ The runtime decides where the agent executes; the frame bytes are the same on
 every runtime for the same config, seed and input (tested). ``cpython`` calls
 the agent's own ``update`` per reading; ``numpy`` builds the agent the same way
 and fills its counters with the vectorised equivalent (host_tools/batch.py),
-about 50 times faster, for large recorded streams. Readings are passed
+about 50 times faster, for large recorded streams; ``micropython`` runs the
+agent in the MicroPython unix port with a capped heap (host_tools/mp_runtime.py). Readings are passed
 as integers when a channel has integer bounds and the value is integral (the
 ADC-code path that allocates nothing on a device), else as floats.
 """
@@ -16,7 +17,8 @@ import agent
 from agent.errors import ConfigError
 from host_tools.errors import InputError
 
-RUNTIMES = ("cpython", "numpy")
+RUNTIMES = ("cpython", "numpy", "micropython")
+DEFAULT_HEAP = 256 * 1024  # bytes of 32-bit-equivalent MicroPython heap
 BLOCK = 4096
 
 
@@ -97,7 +99,7 @@ def run_numpy(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None
 
 
 def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device", epoch=0, key=None,
-             progress=None):
+             progress=None, heap=DEFAULT_HEAP):
     """Frame bytes of one device that saw ``data`` (n, d) on ``runtime``."""
     if runtime not in RUNTIMES:
         raise InputError("runtime %r is not available (choose from %s)" % (runtime, ", ".join(RUNTIMES)))
@@ -105,4 +107,8 @@ def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device
     if runtime == "numpy":
         return run_numpy(cfg, data, seed=seed, device_id=device_id, epoch=epoch, key=key, progress=progress)
     rows = as_readings(data, cfg)
+    if runtime == "micropython":
+        from host_tools.mp_runtime import run_micropython
+        return run_micropython(cfg, rows, heap, seed=seed, device_id=device_id, epoch=epoch, key=key,
+                               progress=progress)
     return run_cpython(cfg, rows, seed=seed, device_id=device_id, epoch=epoch, key=key, progress=progress)
