@@ -3,40 +3,37 @@
     a = Agent(cfg)                    # noise drawn here from the platform DRBG
     a = Agent(cfg, seed=b"...")       # reproducible: tests and simulation only
     a.update(reading)                 # one reading: a tuple of d numbers
-    frame = a.release()               # bytes of one enveloped release frame
+    frame = a.release()               # one enveloped release frame
 
 After ``release()`` the state is sealed: an update would let two releases
 differ by exactly the new readings (privacy rule 5). Releasing again returns
 the same bytes, which is free. The frame layout is docs/wire-format.md.
+
+The agent works in three phases (construct, update, release) and on
+MicroPython keeps only the current phase's code on the heap
+(firmware_shims/memory.py), so a small device holds counters plus one phase.
 """
 from agent.errors import ConfigError, SealedError
-from agent.msgpack_out import Encoder, key
 from agent.privhp import PrivHP
-from firmware_shims.drbg import platform_source, seeded_source
-from firmware_shims.hmac256 import HMAC256
+from firmware_shims.memory import unload
 
 FORMAT = 1
 MAGIC = b"ESF1"
 MECHANISMS = {"privhp": PrivHP}
+MAX_MECHANISMS = 8
 RELATIONS = {"add-remove": 1, "replace": 2}  # noise scale factor per relation
-
-_K_DEVICE = key("device")
-_K_EPOCH = key("epoch")
-_K_EPS = key("eps")
-_K_FMT = key("fmt")
-_K_MECHS = key("mechs")
-_K_RELATION = key("relation")
-_K_SEQ = key("seq")
+CONSTRUCTION = ("agent.privhp_build", "agent.dlap", "firmware_shims.drbg",
+                "firmware_shims.entropy", "firmware_shims.hmac256")
+PAYLOAD_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")
 
 
 def _ratio(v, what):
     if not isinstance(v, list) or len(v) != 2:
         raise ConfigError("%s must be [numerator, denominator]" % what)
-    n, d = v
-    for x in (n, d):
-        if not isinstance(x, int) or isinstance(x, bool) or x < 1:
+    for x in v:
+        if not isinstance(x, int) or isinstance(x, bool) or x < 1 or x >= 1 << 64:
             raise ConfigError("%s must hold two positive integers, got %r" % (what, v))
-    return n, d
+    return v[0], v[1]
 
 
 class Agent:
@@ -58,32 +55,35 @@ class Agent:
             raise ConfigError("relation must be 'add-remove' or 'replace', got %r" % (relation,))
         self.relation = relation
         specs = cfg.get("mechanisms")
-        if not isinstance(specs, list) or not specs:
-            raise ConfigError("config needs a non-empty list of mechanisms")
+        if not isinstance(specs, list) or not 1 <= len(specs) <= MAX_MECHANISMS:
+            raise ConfigError("config needs a list of 1..%d mechanisms" % MAX_MECHANISMS)
         self.device_id = _device_id(device_id)
         for name, v in (("epoch", epoch), ("seq", seq)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v >= 1 << 32:
                 raise ConfigError("%s must be an integer in [0, 2**32), got %r" % (name, v))
         self.epoch = epoch
         self.seq = seq
-        rng = seeded_source(seed) if seed is not None else platform_source()
-        factor = RELATIONS[relation]
-        mechs = []
-        for i in range(len(specs)):
-            spec = specs[i]
-            kind = spec.get("kind") if isinstance(spec, dict) else None
-            if kind not in MECHANISMS:
-                raise ConfigError("mechanisms[%d].kind %r is not one of %s"
-                                  % (i, kind, ", ".join(sorted(MECHANISMS))))
-            mechs.append(MECHANISMS[kind](spec, rng, factor))
-        self.mechs = mechs
+        self._key = None if key is None else bytes(key)
+        try:
+            self.mechs = _build(specs, seed, RELATIONS[relation])
+        finally:
+            unload(CONSTRUCTION)
         self._check_budget()
-        self._mac = HMAC256(key) if key is not None else None
+        # release-phase code and buffers, loaded now that construction code is
+        # gone: the peak heap is counters plus the larger of the two phases
+        from agent.msgpack_out import Encoder, key
         self._enc = Encoder()
+        self._keys = [key(k) for k in PAYLOAD_KEYS]
+        self._mac = None
+        if self._key is not None:
+            from firmware_shims.hmac256 import HMAC256
+            self._mac = HMAC256(self._key)
+        for m in self.mechs:
+            m.prepare_release()
         self._sink = None
         self.sealed = False
         # the single-mechanism case is the hot path: bind its update directly
-        self.update = mechs[0].update if len(mechs) == 1 else self._update_all
+        self.update = self.mechs[0].update if len(self.mechs) == 1 else self._update_all
 
     def _check_budget(self):
         num, den = 0, 1
@@ -104,25 +104,25 @@ class Agent:
         for x in rows:
             up(x)
 
-    def _payload(self, enc):
+    def _payload(self, enc, keys):
         enc.map(7)
-        enc.raw(_K_DEVICE)
+        enc.raw(keys[0])
         enc.str(self.device_id)
-        enc.raw(_K_EPOCH)
+        enc.raw(keys[1])
         enc.uint(self.epoch)
-        enc.raw(_K_EPS)
+        enc.raw(keys[2])
         enc.array(2)
         enc.uint(self.eps[0])
         enc.uint(self.eps[1])
-        enc.raw(_K_FMT)
+        enc.raw(keys[3])
         enc.uint(FORMAT)
-        enc.raw(_K_MECHS)
+        enc.raw(keys[4])
         enc.array(len(self.mechs))
         for m in self.mechs:
             m.encode(enc)
-        enc.raw(_K_RELATION)
+        enc.raw(keys[5])
         enc.str(self.relation.encode())
-        enc.raw(_K_SEQ)
+        enc.raw(keys[6])
         enc.uint(self.seq)
 
     def _tee(self, buf, n):
@@ -140,9 +140,11 @@ class Agent:
         """
         self.sealed = True
         self.update = self._sealed
+        for m in self.mechs:
+            m.sealed = True
         enc = self._enc
         enc.reset(None)
-        self._payload(enc)
+        self._payload(enc, self._keys)
         size = enc.n
         out = None
         if sink is None:
@@ -161,13 +163,12 @@ class Agent:
         enc.str(MAGIC)
         enc.str(self.device_id)
         enc.bin32_head(size)
-        self._payload(enc)
+        self._payload(enc, self._keys)
         total = enc.n
         enc.reset(sink)
         if self._mac is not None:
-            tag = self._mac.finish()
             enc.bin_head(32)
-            enc.raw(tag)
+            enc.raw(self._mac.finish())
         else:
             enc.nil()
         total += enc.n
@@ -183,6 +184,21 @@ class Agent:
         for m in self.mechs:
             total += m.counter_bytes()
         return total
+
+
+def _build(specs, seed, factor):
+    """Construction phase: the noise source and every mechanism's noisy state."""
+    from firmware_shims.drbg import platform_source, seeded_source
+    rng = seeded_source(seed) if seed is not None else platform_source()
+    mechs = []
+    for i in range(len(specs)):
+        spec = specs[i]
+        kind = spec.get("kind") if isinstance(spec, dict) else None
+        if kind not in MECHANISMS:
+            raise ConfigError("mechanisms[%d].kind %r is not one of %s"
+                              % (i, kind, ", ".join(sorted(MECHANISMS))))
+        mechs.append(MECHANISMS[kind](spec, rng, factor))
+    return mechs
 
 
 def _frame_size(id_len, payload, tagged):

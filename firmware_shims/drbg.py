@@ -98,9 +98,10 @@ def seeded_source(seed):
     if isinstance(seed, str):
         seed = seed.encode()
     seed = bytes(seed)
-    # Pad short seeds deterministically so that any seed is accepted; the
-    # result is still reproducible and still not private.
-    material = seed + b"\x00" * (16 - len(seed)) if len(seed) < 16 else seed
+    # Pad a short seed with copies of its length byte, so that seeds differing
+    # only in trailing zeros do not collide; reproducible, and not private.
+    n = len(seed)
+    material = seed + bytes((n,)) * (16 - n) if n < 16 else seed
     return ByteSource(HmacDrbg(material, b"seeded", PERSONALIZATION))
 
 

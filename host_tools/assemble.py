@@ -18,9 +18,9 @@ def unique_releases(releases):
     """Drop byte-identical resends; refuse conflicting frames for one window."""
     seen, by_window, out = set(), {}, []
     for rel in releases:
-        if rel.digest in seen:
+        if rel.payload_digest in seen:
             continue
-        seen.add(rel.digest)
+        seen.add(rel.payload_digest)
         window = (rel.device, rel.epoch)
         if window in by_window:
             raise MergeError("two different frames for device %r epoch %d (seq %d and %d); "

@@ -30,6 +30,9 @@ def _channel(col, lo, hi, span):
 
 def ingest(mech, data):
     """Add every row of ``data`` (n, d) to PrivHP state ``mech`` in place."""
+    if mech.sealed:
+        from agent.errors import SealedError
+        raise SealedError("state was released; start a new epoch with fresh noise")
     data = np.asarray(data, dtype=np.float64)
     if data.ndim != 2 or data.shape[1] != mech.d:
         raise ValueError("expected an (n, %d) array of readings" % mech.d)

@@ -13,11 +13,12 @@ import struct
 import msgpack
 
 from host_tools.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
+from agent.privhp_build import MAX_COUNTERS
 from host_tools.privhp_wire import PrivHPState
 
 MAGIC = b"ESF1"
 FORMAT = 1
-MAX_PAYLOAD = 64 << 20      # bytes; a 2**24-counter state is the largest a config allows
+MAX_PAYLOAD = 4 * MAX_COUNTERS + (1 << 20)  # bytes: the largest state a config allows, plus room
 MAX_DEVICE_ID = 64
 RELATIONS = ("add-remove", "replace")
 KINDS = {"privhp": PrivHPState}
@@ -32,7 +33,7 @@ class Release:
     ``tagged``/``verified`` whether it carried a tag and whether it was checked.
     """
 
-    def __init__(self, payload, raw, tagged, verified):
+    def __init__(self, payload, raw, payload_bytes, tagged, verified):
         self.device = payload["device"]
         self.epoch = payload["epoch"]
         self.seq = payload["seq"]
@@ -40,12 +41,19 @@ class Release:
         self.relation = payload["relation"]
         self.mechs = payload["mechs"]
         self.raw = raw
+        self.payload = payload_bytes
         self.tagged = tagged
         self.verified = verified
 
     @property
     def digest(self):
+        """SHA-256 of the whole frame (envelope, payload and tag)."""
         return hashlib.sha256(self.raw).hexdigest()
+
+    @property
+    def payload_digest(self):
+        """SHA-256 of the payload alone: equal for a resend whether tagged or not."""
+        return hashlib.sha256(self.payload).hexdigest()
 
 
 def _need(buf, pos, n):
@@ -193,7 +201,7 @@ def parse_frame(buf, pos=0, key_for=None, require_tag=False):
     if num * e[1] != e[0] * den:
         raise SchemaError("mechanism budgets add up to %d/%d, not eps %d/%d" % (num, den, e[0], e[1]))
     payload["mechs"] = mechs
-    return Release(payload, bytes(buf[pos:stop]), tag is not None, verified), stop
+    return Release(payload, bytes(buf[pos:stop]), bytes(buf[start:end]), tag is not None, verified), stop
 
 
 def iter_frames(buf, key_for=None, require_tag=False):

@@ -14,7 +14,7 @@ import math
 import os
 from fractions import Fraction
 
-from agent.privhp import MAX_DEPTH, MAX_INT_SPAN
+from agent.privhp_build import MAX_DEPTH, MAX_INT_SPAN
 from host_tools.budget import level_weights, privhp_budget
 from host_tools.errors import InputError
 
@@ -44,7 +44,7 @@ def parse_bounds(text):
         if not vals[0] < vals[1]:
             raise InputError("bound %d: LO (%s) must be below HI (%s)" % (i + 1, bits[0], bits[1]))
         if isinstance(vals[0], int) and isinstance(vals[1], int) and vals[1] - vals[0] > MAX_INT_SPAN:
-            raise InputError("bound %d: integer span exceeds 2**29; use float bounds" % (i + 1))
+            raise InputError("bound %d: integer span exceeds 2**29 - 1; use float bounds" % (i + 1))
         lo.append(vals[0])
         hi.append(vals[1])
     return lo, hi
@@ -86,15 +86,20 @@ def predicted_w1(d, r, k, w, j, eps, n, skew=0.5):
 
 def choose_depth(d, eps, n_max, lo, hi):
     """r = ceil(log2(eps * n_max)), rounded up to a multiple of d, capped by 29
-    and by the resolution of integer bounds (no cell narrower than one unit)."""
+    and by the resolution of integer bounds (no cell narrower than one unit).
+
+    Level l splits channel (l-1) mod d, so channel i gets
+    floor((r-1-i)/d) + 1 bits; that is at most bits_i exactly when
+    r <= d*bits_i + i.
+    """
     r = max(d, math.ceil(math.log2(max(float(eps) * n_max, 2))))
     r = min(-(-r // d) * d, MAX_DEPTH)
-    cap = 0
     for i in range(d):
         span = hi[i] - lo[i]
-        bits = math.ceil(math.log2(span)) if isinstance(span, int) else MAX_DEPTH
-        cap += max(bits, 1)
-    return max(1, min(r, cap, MAX_DEPTH))
+        if isinstance(span, int):
+            bits = max(math.ceil(math.log2(span)), 1)
+            r = min(r, d * bits + i)
+    return max(1, r)
 
 
 def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=None,
@@ -131,6 +136,8 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
     score, k, w, jj, size = best
     q, sigma, clamp_p = privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split)
     seed = hash_seed or os.urandom(8).hex()
+    if not 0 < len(seed) <= 64:
+        raise InputError("--hash-seed must have 1..64 characters")
     mech = {"kind": "privhp", "names": list(names), "lo": lo, "hi": hi, "r": r, "k": k, "w": w,
             "j": jj, "sketch": sketch, "hash_seed": seed, "q": q, "sigma": sigma, "clamp_p": clamp_p}
     L = min(k.bit_length() - 1, r)

@@ -1,0 +1,187 @@
+"""Construction phase of the PrivHP device state: validate the public spec,
+allocate the counters once, derive the public hash parameters and draw every
+counter's noise (privacy rule 2: before any reading).
+
+On MicroPython the agent unloads this module (and the sampler and DRBG) once
+the state is built, so its bytecode does not count against the heap while the
+device streams (firmware_shims/memory.py).
+"""
+from array import array
+
+from agent.dlap import discrete_laplace
+from agent.errors import ConfigError
+from agent.hashing import MAX_WIDTH, PARAMS_PER_HASH, derive_params
+
+MAX_DEPTH = 29           # heap ids 2**l + v stay below 2**30
+MAX_INT_SPAN = (1 << 29) - 1  # integer bounds: 2 * remainder stays below 2**30
+MAX_COUNTERS = 1 << 24   # 64 MiB of int32: far beyond any device, still a sanity cap
+NOISE_LIMIT = 1 << 29    # a draw this large has probability below 1e-1000 here
+MAX_Q = 1 << 48
+MAX_CHANNELS = 16
+MAX_SCALE = 1 << 22      # largest noise scale j*q/p_l: |noise| >= 2**29 then has probability < e**-127
+SKETCHES = ("cms", "cs")
+
+
+def setup(m, spec, rng, factor):
+    """Fill PrivHP object ``m`` from ``spec``: fields, tables, noise, level plan."""
+    parse(m, spec)
+    alloc(m)
+    draw_noise(m, rng, factor)
+    plan_levels(m)
+
+
+def _int(spec, name, lo, hi):
+    v = spec.get(name)
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo or v > hi:
+        raise ConfigError("privhp.%s must be an integer in [%d, %d], got %r" % (name, lo, hi, v))
+    return v
+
+
+def _number(v, what):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError("%s must be a number, got %r" % (what, v))
+    if isinstance(v, float) and not (v - v == 0.0):  # rejects nan and +-inf
+        raise ConfigError("%s must be finite, got %r" % (what, v))
+    return v
+
+
+def floor_log2(k):
+    """floor(log2 k) for an integer k >= 1, without int.bit_length (absent on MicroPython)."""
+    n = 0
+    while k > 1:
+        k >>= 1
+        n += 1
+    return n
+
+
+def is_pow2(n):
+    return n >= 1 and (n & (n - 1)) == 0
+
+
+def parse(m, spec):
+    lo = spec.get("lo")
+    hi = spec.get("hi")
+    if not isinstance(lo, list) or not isinstance(hi, list) or not 1 <= len(lo) <= MAX_CHANNELS \
+            or len(lo) != len(hi):
+        raise ConfigError("privhp.lo and privhp.hi must be lists of equal length 1..%d" % MAX_CHANNELS)
+    d = len(lo)
+    names = spec.get("names")
+    if names is None:
+        names = ["x%d" % i for i in range(d)]
+    if not isinstance(names, list) or len(names) != d or \
+            not all(isinstance(s, str) and 0 < len(s) <= 64 for s in names):
+        raise ConfigError("privhp.names must list one short name per channel")
+    span = []
+    for i in range(d):
+        a = _number(lo[i], "privhp.lo[%d]" % i)
+        b = _number(hi[i], "privhp.hi[%d]" % i)
+        if not a < b:
+            raise ConfigError("channel %d: lo (%r) must be below hi (%r)" % (i, a, b))
+        s = b - a
+        if isinstance(s, int) and s > MAX_INT_SPAN:
+            raise ConfigError("channel %d: integer span %d exceeds 2**29 - 1" % (i, s))
+        if isinstance(s, float) and not (s - s == 0.0):
+            raise ConfigError("channel %d: span overflows" % i)
+        span.append(s)
+    r = _int(spec, "r", 1, MAX_DEPTH)
+    k = _int(spec, "k", 1, 1 << 30)
+    w = _int(spec, "w", 1, MAX_WIDTH)
+    if not is_pow2(w):
+        raise ConfigError("privhp.w must be a power of two, got %d" % w)
+    j = _int(spec, "j", 1, 16)
+    sk = spec.get("sketch", "cms")
+    if sk not in SKETCHES:
+        raise ConfigError("privhp.sketch must be 'cms' or 'cs', got %r" % (sk,))
+    q = _int(spec, "q", 1, MAX_Q)
+    sigma = spec.get("sigma")
+    if not isinstance(sigma, list) or len(sigma) != r + 1:
+        raise ConfigError("privhp.sigma must list r+1 = %d integer budgets" % (r + 1))
+    for i in range(r + 1):
+        s = sigma[i]
+        if not isinstance(s, int) or isinstance(s, bool) or s < 1 or s > MAX_Q:
+            raise ConfigError("privhp.sigma[%d] must be a positive integer, got %r" % (i, s))
+    clamp_p = _int(spec, "clamp_p", 0, MAX_Q)
+    seed = spec.get("hash_seed")
+    if not isinstance(seed, str) or not 0 < len(seed) <= 64:
+        raise ConfigError("privhp.hash_seed must be a public string of 1..64 characters")
+    L = floor_log2(k)
+    if L > r:
+        L = r
+    n_counters = (1 << (L + 1)) - 1 + (r - L) * j * w
+    if n_counters > MAX_COUNTERS:
+        raise ConfigError("privhp needs %d counters, more than any device holds" % n_counters)
+    m.d, m.r, m.k, m.w, m.j, m.L = d, r, k, w, j, L
+    m.sketch, m.q, m.sigma, m.clamp_p = sk, q, sigma, clamp_p
+    m.names, m.lo, m.hi, m.span = names, lo, hi, span
+    m.hash_seed = seed
+    m.name_bytes = [s.encode() for s in names]
+
+def alloc(m):
+    d, r, L, j, w = m.d, m.r, m.L, m.j, m.w
+    # array(range(n)) allocates the table once, without a same-size
+    # temporary; the noise draw overwrites every cell
+    m.tree = array("i", range((1 << (L + 1)) - 1))
+    m.sketches = array("i", range((r - L) * j * w))
+    per = PARAMS_PER_HASH * (2 if m.sketch == "cs" else 1)
+    m.hash = array("H", derive_params(m.hash_seed.encode(), (r - L) * j * per))
+    m.coord = bytearray(r + 1)  # level -> channel it splits
+    for lvl in range(1, r + 1):
+        m.coord[lvl] = (lvl - 1) % d
+    m.rem = [0] * d
+    m.wmask = w - 1
+    m.clamp = 0
+
+def draw_noise(m, rng, factor):
+    """Every counter's discrete Laplace noise, in a fixed order (tree in heap
+    order, then sketch levels, rows, columns, then the clamp counter)."""
+    q = m.q * factor
+    for lvl in range(m.r + 1):
+        p = m.sigma[lvl]
+        if (m.j if lvl > m.L else 1) * q > p * MAX_SCALE:
+            raise ConfigError("level %d's noise scale exceeds 2**22: its budget share is too small" % lvl)
+    if m.clamp_p and q > m.clamp_p * MAX_SCALE:
+        raise ConfigError("the clamp counter's noise scale exceeds 2**22: clamp_p is too small")
+    tree, sk = m.tree, m.sketches
+    idx = 0
+    for lvl in range(m.L + 1):
+        p = m.sigma[lvl]
+        for _ in range(1 << lvl):
+            tree[idx] = _bounded(discrete_laplace(rng, q, p))
+            idx += 1
+    idx = 0
+    cells = m.j * m.w
+    for lvl in range(m.L + 1, m.r + 1):
+        p = m.sigma[lvl]
+        for _ in range(cells):
+            sk[idx] = _bounded(discrete_laplace(rng, m.j * q, p))
+            idx += 1
+    if m.clamp_p:
+        m.clamp = _bounded(discrete_laplace(rng, q, m.clamp_p))
+
+def plan_levels(m):
+    """Per-level tuples the update loop unpacks: no index arithmetic there.
+
+    Tree level l: (channel, 2**l - 1). Sketch level l: (channel, 2**l, rows)
+    with rows ((b, a1, a2, a3, cell base[, sign b, a1, a2, a3]), ...).
+    """
+    coord = m.coord
+    m.tree_levels = [(coord[l], (1 << l) - 1) for l in range(1, m.L + 1)]
+    per = PARAMS_PER_HASH * (2 if m.sketch == "cs" else 1)
+    prm = m.hash
+    levels = []
+    pb = 0
+    cell = 0
+    for l in range(m.L + 1, m.r + 1):
+        rows = []
+        for _ in range(m.j):
+            rows.append(tuple(prm[pb:pb + 4]) + (cell,) + tuple(prm[pb + 4:pb + per]))
+            pb += per
+            cell += m.w
+        levels.append((coord[l], 1 << l, tuple(rows)))
+    m.sketch_levels = levels
+
+def _bounded(z):
+    # unreachable in practice: scales are capped at MAX_SCALE (draw_noise)
+    if z >= NOISE_LIMIT or z <= -NOISE_LIMIT:
+        raise ConfigError("noise draw out of range")
+    return z

@@ -1,0 +1,58 @@
+"""Device-agent rules that the privacy argument relies on (docs/privacy.md)."""
+from fractions import Fraction
+
+import pytest
+
+import agent
+from agent.errors import ConfigError, SealedError
+from firmware_shims.drbg import seeded_source
+from host_tools.plan import choose_depth
+
+
+def test_sealing_cannot_be_bypassed(make_config):
+    a = agent.Agent(make_config(), seed=b"seal-bypass-0000")
+    up, mech_up = a.update, a.mechs[0].update   # bound before the release
+    up((0.2, 0.3))
+    frame = a.release()
+    for f in (up, mech_up, a.update):
+        with pytest.raises(SealedError):
+            f((0.5, 0.5))
+    assert a.release() == frame
+
+
+def test_no_trace_of_the_last_reading_in_memory(make_config):
+    a = agent.Agent(make_config(d=2, lo=[0, 0], hi=[1000, 1000]), seed=b"at-rest-00000000")
+    a.update((987, 123))
+    assert all(v == 0 for v in a.mechs[0].rem)
+
+
+def test_noise_scale_is_capped(make_config):
+    cfg = make_config(eps=Fraction(1, 10 ** 6), r=20)
+    with pytest.raises(ConfigError, match="noise scale"):
+        agent.Agent(cfg, seed=b"tiny-epsilon-000")
+
+
+def test_short_seeds_do_not_collide():
+    a, b = seeded_source(b"ab"), seeded_source(b"ab\x00")
+    assert [a.below(256) for _ in range(8)] != [b.below(256) for _ in range(8)]
+
+
+@pytest.mark.parametrize("spans,r_max", [((4096, 4), 2 * 2 + 1), ((4, 4096), 2 * 2 + 0), ((1 << 20,), 20)])
+def test_depth_never_splits_an_integer_unit(spans, r_max):
+    d = len(spans)
+    r = choose_depth(d, Fraction(1), 10 ** 9, [0] * d, list(spans))
+    assert r <= r_max
+    for i, s in enumerate(spans):
+        bits = (r - 1 - i) // d + 1 if r > i else 0
+        assert 2 ** bits <= s
+
+
+def test_config_errors_name_the_field(make_config):
+    cfg = make_config()
+    cfg["mechanisms"][0]["w"] = 100
+    with pytest.raises(ConfigError, match="w must be a power of two"):
+        agent.Agent(cfg, seed=b"x" * 16)
+    cfg = make_config()
+    cfg["mechanisms"][0]["lo"] = [0.0, float("nan")]
+    with pytest.raises(ConfigError, match="finite"):
+        agent.Agent(cfg, seed=b"x" * 16)
