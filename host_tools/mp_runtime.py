@@ -12,9 +12,6 @@ import struct
 import subprocess
 import tempfile
 
-import numpy as np
-
-import agent
 from host_tools.errors import InputError
 
 TIMEOUT = 3600  # seconds; a hung interpreter must not hang the CLI forever
@@ -35,9 +32,12 @@ def heap_flag(nbytes):
     return "%dwK" % (nbytes // 1024) if nbytes % 1024 == 0 else "%dw" % nbytes
 
 
-def agent_root():
-    """Directory holding the agent and firmware_shims packages."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(agent.__file__)))
+def device_bundle():
+    """Directory with the agent, shims and driver compiled to .mpy, as a device
+    would load them (host_tools/bundle.py); rebuilt when the sources change."""
+    from host_tools.bundle import cached_host_bundle
+    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mp_driver.py")
+    return cached_host_bundle(extra=[("mp_driver.py", driver)])
 
 
 def write_readings(path, rows, int_channels):
@@ -54,15 +54,15 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None):
     """One interpreter run; returns (status, frame bytes or None, last output line)."""
     import json
     exe = find_micropython()
-    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mp_driver.py")
+    bundle = device_bundle()
     int_channels = [isinstance(v, int) for v in rows[0]] if rows else [False] * len(cfg["mechanisms"][0]["lo"])
     with tempfile.TemporaryDirectory(prefix="edgesynth-mp-") as tmp:
         cfg_path, rd_path, out_path = (os.path.join(tmp, n) for n in ("cfg.json", "readings.bin", "frame"))
         with open(cfg_path, "w") as fh:
             json.dump(cfg, fh)
         write_readings(rd_path, rows, int_channels)
-        env = dict(os.environ, MICROPYPATH=agent_root() + ":.frozen")
-        cmd = [exe, "-X", "heapsize=" + heap_flag(heap), driver, cfg_path, rd_path, out_path,
+        env = dict(os.environ, MICROPYPATH=bundle + ":.frozen")
+        cmd = [exe, "-X", "heapsize=" + heap_flag(heap), "-c", "import mp_driver", cfg_path, rd_path, out_path,
                seed.hex() if seed else "-", device_id, str(epoch), key.hex() if key else "-"]
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)

