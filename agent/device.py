@@ -187,9 +187,8 @@ class Agent:
 
 
 def _build(specs, seed, factor):
-    """Construction phase: the noise source and every mechanism's noisy state."""
-    from firmware_shims.drbg import platform_source, seeded_source
-    rng = seeded_source(seed) if seed is not None else platform_source()
+    """Construction phase: every mechanism's tables (allocated first, while the
+    heap is still unfragmented), then the noise source and their noise."""
     mechs = []
     for i in range(len(specs)):
         spec = specs[i]
@@ -197,7 +196,11 @@ def _build(specs, seed, factor):
         if kind not in MECHANISMS:
             raise ConfigError("mechanisms[%d].kind %r is not one of %s"
                               % (i, kind, ", ".join(sorted(MECHANISMS))))
-        mechs.append(MECHANISMS[kind](spec, rng, factor))
+        mechs.append(MECHANISMS[kind](spec, factor))
+    from firmware_shims.drbg import platform_source, seeded_source
+    rng = seeded_source(seed) if seed is not None else platform_source()
+    for m in mechs:
+        m.draw_noise(rng)
     return mechs
 
 

@@ -114,24 +114,28 @@ class Encoder:
         """bin32 regardless of size, for lengths patched before streaming."""
         self._head(">I", 0xC6, n, 5)
 
-    def packed(self, arr, fmt, size):
-        """``arr`` as a bin of little-endian items (fmt '<i' or '<H', size bytes each)."""
-        count = len(arr)
+    def packed(self, arrays, fmt, size):
+        """The items of ``arrays``, concatenated, as one bin of little-endian
+        values (fmt '<i' or '<H', ``size`` bytes each)."""
+        count = 0
+        for arr in arrays:
+            count += len(arr)
         self.bin_head(count * size)
         if self.sink is None:
             self.n += count * size
             return
         chunk = self._chunk
         per = CHUNK // size
-        i = 0
-        while i < count:
-            m = count - i
-            if m > per:
-                m = per
-            for t in range(m):
-                struct.pack_into(fmt, chunk, t * size, arr[i + t])
-            self._emit(chunk, m * size)
-            i += m
+        fill = 0
+        for arr in arrays:
+            for i in range(len(arr)):
+                struct.pack_into(fmt, chunk, fill * size, arr[i])
+                fill += 1
+                if fill == per:
+                    self._emit(chunk, CHUNK)
+                    fill = 0
+        if fill:
+            self._emit(chunk, fill * size)
 
 
 def key(name):

@@ -25,17 +25,23 @@ KIND = "privhp"
 class PrivHP:
     """Noisy PrivHP state for one stream of d-channel readings.
 
-    ``spec`` is the mechanism entry of the device config (docs/config.md).
-    ``rng`` provides ``below(m)``; ``factor`` multiplies every noise scale
-    (1 for add/remove-one neighbours, 2 for replace-one).
+    ``spec`` is the mechanism entry of the device config (docs/config.md);
+    ``factor`` multiplies every noise scale (1 for add/remove-one neighbours,
+    2 for replace-one). The state is not usable until ``draw_noise(rng)``,
+    which the Agent calls before any reading.
     """
 
     kind = KIND
     sealed = False  # set by the agent's release(); updates are refused after it
 
-    def __init__(self, spec, rng, factor=1):
+    def __init__(self, spec, factor=1):
         from agent.privhp_build import setup
-        setup(self, spec, rng, factor)
+        setup(self, spec, factor)
+
+    def draw_noise(self, rng):
+        """Noise every counter from ``rng`` (construction phase, before data)."""
+        from agent.privhp_build import draw_noise
+        draw_noise(self, rng)
 
     def prepare_release(self):
         """Load the release code and its key table now, so that releasing later
@@ -72,10 +78,9 @@ class PrivHP:
                 clamped = 1
         if clamped and self.clamp_p:
             self.clamp += 1
-        tree = self.tree
-        tree[0] += 1
+        self.tree_rows[0][0] += 1
         v = 0
-        for i, off in self.tree_levels:
+        for i, tab in self.tree_levels:
             t = rem[i] + rem[i]
             s = span[i]
             if t >= s:
@@ -84,8 +89,7 @@ class PrivHP:
             else:
                 rem[i] = t
                 v = v + v
-            tree[v + off] += 1
-        sk = self.sketches
+            tab[v] += 1
         mask = self.wmask
         if self.sketch == "cms":
             for i, nb, rows in self.sketch_levels:
@@ -101,8 +105,8 @@ class PrivHP:
                 x0 = node & 16383
                 x1 = (node >> 14) & 16383
                 x2 = node >> 28
-                for b, a1, a2, a3, base in rows:
-                    sk[base + ((b + a1 * x0 + a2 * x1 + a3 * x2) % 32749 & mask)] += 1
+                for b, a1, a2, a3, tab in rows:
+                    tab[(b + a1 * x0 + a2 * x1 + a3 * x2) % 32749 & mask] += 1
         else:
             for i, nb, rows in self.sketch_levels:
                 t = rem[i] + rem[i]
@@ -117,9 +121,9 @@ class PrivHP:
                 x0 = node & 16383
                 x1 = (node >> 14) & 16383
                 x2 = node >> 28
-                for b, a1, a2, a3, base, gb, g1, g2, g3 in rows:
+                for b, a1, a2, a3, tab, gb, g1, g2, g3 in rows:
                     g = (gb + g1 * x0 + g2 * x1 + g3 * x2) % 32749
-                    sk[base + ((b + a1 * x0 + a2 * x1 + a3 * x2) % 32749 & mask)] += 1 - ((g & 1) << 1)
+                    tab[(b + a1 * x0 + a2 * x1 + a3 * x2) % 32749 & mask] += 1 - ((g & 1) << 1)
         # the remainders still encode the reading: clear them so that the state
         # at rest holds noisy counters only (privacy rule 2)
         for i in range(self.d):
@@ -130,5 +134,13 @@ class PrivHP:
         from agent.privhp_release import encode
         encode(self, enc)
 
+    def counters(self):
+        """Every counter array in wire order: tree levels, then sketch rows."""
+        return self.tree_rows + self.sketch_rows
+
     def counter_bytes(self):
-        return 4 * (len(self.tree) + len(self.sketches)) + 2 * len(self.hash)
+        """Bytes of counters and hash parameters (what `edgesynth plan` counts)."""
+        n = 0
+        for tab in self.counters():
+            n += len(tab)
+        return 4 * n + 2 * len(self.hash)

@@ -8,7 +8,6 @@ device streams (firmware_shims/memory.py).
 """
 from array import array
 
-from agent.dlap import discrete_laplace
 from agent.errors import ConfigError
 from agent.hashing import MAX_WIDTH, PARAMS_PER_HASH, derive_params
 
@@ -22,11 +21,15 @@ MAX_SCALE = 1 << 22      # largest noise scale j*q/p_l: |noise| >= 2**29 then ha
 SKETCHES = ("cms", "cs")
 
 
-def setup(m, spec, rng, factor):
-    """Fill PrivHP object ``m`` from ``spec``: fields, tables, noise, level plan."""
+def setup(m, spec, factor):
+    """Fill PrivHP object ``m`` from ``spec``: fields, zeroed tables, level plan.
+
+    The noise comes after (``draw_noise``), once every mechanism's tables are
+    allocated: big contiguous blocks first keep a small heap unfragmented.
+    """
     parse(m, spec)
+    m.factor = factor
     alloc(m)
-    draw_noise(m, rng, factor)
     plan_levels(m)
 
 
@@ -117,11 +120,16 @@ def parse(m, spec):
     m.name_bytes = [s.encode() for s in names]
 
 def alloc(m):
+    """Counters as one small array per tree level and per sketch row.
+
+    Many small blocks instead of one big one: a fragmented MCU heap may have
+    plenty of free bytes but no single large hole. ``array(range(n))``
+    allocates each block once, without a same-size temporary; the noise draw
+    overwrites every cell.
+    """
     d, r, L, j, w = m.d, m.r, m.L, m.j, m.w
-    # array(range(n)) allocates the table once, without a same-size
-    # temporary; the noise draw overwrites every cell
-    m.tree = array("i", range((1 << (L + 1)) - 1))
-    m.sketches = array("i", range((r - L) * j * w))
+    m.tree_rows = [array("i", range(1 << lvl)) for lvl in range(L + 1)]
+    m.sketch_rows = [array("i", range(w)) for _ in range((r - L) * j)]
     per = PARAMS_PER_HASH * (2 if m.sketch == "cs" else 1)
     m.hash = array("H", derive_params(m.hash_seed.encode(), (r - L) * j * per))
     m.coord = bytearray(r + 1)  # level -> channel it splits
@@ -131,54 +139,54 @@ def alloc(m):
     m.wmask = w - 1
     m.clamp = 0
 
-def draw_noise(m, rng, factor):
-    """Every counter's discrete Laplace noise, in a fixed order (tree in heap
-    order, then sketch levels, rows, columns, then the clamp counter)."""
-    q = m.q * factor
+
+def draw_noise(m, rng):
+    """Every counter's discrete Laplace noise, in wire order: tree levels in
+    heap order, then sketch levels, rows, columns, then the clamp counter."""
+    from agent.dlap import discrete_laplace
+    q = m.q * m.factor
     for lvl in range(m.r + 1):
         p = m.sigma[lvl]
         if (m.j if lvl > m.L else 1) * q > p * MAX_SCALE:
             raise ConfigError("level %d's noise scale exceeds 2**22: its budget share is too small" % lvl)
     if m.clamp_p and q > m.clamp_p * MAX_SCALE:
         raise ConfigError("the clamp counter's noise scale exceeds 2**22: clamp_p is too small")
-    tree, sk = m.tree, m.sketches
-    idx = 0
     for lvl in range(m.L + 1):
-        p = m.sigma[lvl]
-        for _ in range(1 << lvl):
-            tree[idx] = _bounded(discrete_laplace(rng, q, p))
-            idx += 1
-    idx = 0
-    cells = m.j * m.w
-    for lvl in range(m.L + 1, m.r + 1):
-        p = m.sigma[lvl]
-        for _ in range(cells):
-            sk[idx] = _bounded(discrete_laplace(rng, m.j * q, p))
-            idx += 1
+        _fill(m.tree_rows[lvl], rng, q, m.sigma[lvl], discrete_laplace)
+    for i in range(len(m.sketch_rows)):
+        _fill(m.sketch_rows[i], rng, m.j * q, m.sigma[m.L + 1 + i // m.j], discrete_laplace)
     if m.clamp_p:
         m.clamp = _bounded(discrete_laplace(rng, q, m.clamp_p))
+
+
+def _fill(tab, rng, scale_num, scale_den, sampler):
+    for i in range(len(tab)):
+        tab[i] = _bounded(sampler(rng, scale_num, scale_den))
+
 
 def plan_levels(m):
     """Per-level tuples the update loop unpacks: no index arithmetic there.
 
-    Tree level l: (channel, 2**l - 1). Sketch level l: (channel, 2**l, rows)
-    with rows ((b, a1, a2, a3, cell base[, sign b, a1, a2, a3]), ...).
+    Tree level l: (channel, that level's array). Sketch level l:
+    (channel, 2**l, rows) with rows ((b, a1, a2, a3, row array
+    [, sign b, a1, a2, a3]), ...).
     """
     coord = m.coord
-    m.tree_levels = [(coord[l], (1 << l) - 1) for l in range(1, m.L + 1)]
+    m.tree_levels = [(coord[l], m.tree_rows[l]) for l in range(1, m.L + 1)]
     per = PARAMS_PER_HASH * (2 if m.sketch == "cs" else 1)
     prm = m.hash
     levels = []
     pb = 0
-    cell = 0
+    row = 0
     for l in range(m.L + 1, m.r + 1):
         rows = []
         for _ in range(m.j):
-            rows.append(tuple(prm[pb:pb + 4]) + (cell,) + tuple(prm[pb + 4:pb + per]))
+            rows.append(tuple(prm[pb:pb + 4]) + (m.sketch_rows[row],) + tuple(prm[pb + 4:pb + per]))
             pb += per
-            cell += m.w
+            row += 1
         levels.append((coord[l], 1 << l, tuple(rows)))
     m.sketch_levels = levels
+
 
 def _bounded(z):
     # unreachable in practice: scales are capped at MAX_SCALE (draw_noise)

@@ -36,8 +36,8 @@ def ingest(mech, data):
     data = np.asarray(data, dtype=np.float64)
     if data.ndim != 2 or data.shape[1] != mech.d:
         raise ValueError("expected an (n, %d) array of readings" % mech.d)
-    tree = np.frombuffer(mech.tree, dtype=np.int32)
-    sk = np.frombuffer(mech.sketches, dtype=np.int32).reshape(-1, mech.w)
+    tree = [np.frombuffer(t, dtype=np.int32) for t in mech.tree_rows]    # views, one per level
+    sk = [np.frombuffer(t, dtype=np.int32) for t in mech.sketch_rows]    # views, one per row
     for start in range(0, data.shape[0], BLOCK):
         _ingest_block(mech, data[start:start + BLOCK], tree, sk)
 
@@ -85,16 +85,17 @@ def _ingest_block(mech, block, tree, sk):
         else:
             add = np.bincount(cell, minlength=j * w)
         s = lvl - L - 1
-        sk[s * j:(s + 1) * j] += add.astype(np.int32).reshape(j, w)
+        add = add.astype(np.int32).reshape(j, w)
+        for row in range(j):
+            sk[s * j + row] += add[row]
     if L == 0:
-        tree[0] += n
+        tree[0][0] += n
 
 
 def _add_tree(tree, L, counts):
     """Add level-L node counts and, summing pairs upward, every ancestor level."""
     for lvl in range(L, -1, -1):
-        off = (1 << lvl) - 1
-        tree[off:off + (1 << lvl)] += counts.astype(np.int32)
+        tree[lvl] += counts.astype(np.int32)
         if lvl:
             counts = counts.reshape(-1, 2).sum(axis=1)
 

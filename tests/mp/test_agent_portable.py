@@ -127,9 +127,9 @@ def _updates_allocate_nothing(cfg):
     up = a.update
     for x in rows:  # warm up outside the lock
         up(x)
-    t0 = m.tree[0]
+    t0 = m.tree_rows[0][0]
     c0 = m.clamp
-    sk0 = _digest(m.sketches) if len(m.sketches) else b""
+    sk0 = _digest_all(m.sketch_rows) if m.sketch_rows else b""
     err = None
     n = 0
     if micropython is not None:
@@ -146,11 +146,11 @@ def _updates_allocate_nothing(cfg):
             micropython.heap_unlock()
     assert err is None, "update allocated on the heap after %d readings: %r" % (n, err)
     # the counters moved: every reading counts at the root, out-of-box ones in clamp
-    assert m.tree[0] - t0 == N_UPDATES, (m.tree[0], t0)
+    assert m.tree_rows[0][0] - t0 == N_UPDATES, (m.tree_rows[0][0], t0)
     per_pass = outside * (N_UPDATES // 64) + _outside_prefix(rows, LO, HI, N_UPDATES % 64)
     assert m.clamp - c0 == per_pass, (m.clamp - c0, per_pass)
-    if len(m.sketches):
-        assert _digest(m.sketches) != sk0
+    if m.sketch_rows:
+        assert _digest_all(m.sketch_rows) != sk0
     return m
 
 
@@ -164,23 +164,38 @@ def _outside_prefix(rows, lo, hi, n):
 
 def test_update_no_alloc_cms():
     m = _updates_allocate_nothing(cfg_cms())
-    assert m.sketch == "cms" and m.L == 6 and len(m.sketches) == 10 * 2 * 256
+    assert m.sketch == "cms" and m.L == 6 and _cells(m.sketch_rows) == 10 * 2 * 256
 
 
 def test_update_no_alloc_count_sketch():
     m = _updates_allocate_nothing(cfg_cs())
-    assert m.sketch == "cs" and m.j == 3 and len(m.sketches) == 10 * 3 * 256
+    assert m.sketch == "cs" and m.j == 3 and _cells(m.sketch_rows) == 10 * 3 * 256
 
 
 def test_update_no_alloc_pmm():
     m = _updates_allocate_nothing(cfg_pmm())
-    assert m.L == m.r == 10 and len(m.sketches) == 0 and len(m.tree) == 2047
+    assert m.L == m.r == 10 and not m.sketch_rows and _cells(m.tree_rows) == 2047
 
 
 # --------------------------------------------------------------- release
 def _digest(buf):
     """SHA-256 of any buffer (array, bytearray, bytes) without copying it."""
     return hashlib.sha256(buf).digest()
+
+
+def _digest_all(arrays):
+    """SHA-256 over a list of counter arrays, without copying them."""
+    h = hashlib.sha256()
+    for buf in arrays:
+        h.update(buf)
+    return h.digest()
+
+
+def _cells(arrays):
+    n = 0
+    for a in arrays:
+        n += len(a)
+    return n
 
 
 def _fed_agent(cfg, seed, n=3000, stream=11, key=None):
@@ -408,7 +423,7 @@ def test_int_bounds_analytic():
             assert 0 <= v < P, v
         for s in m.span:  # quantisation: rem <= span, so 2 * rem <= 2 * span
             assert 2 * s < LIM, s
-        for arr in (m.tree, m.sketches):
+        for arr in m.counters():
             for v in arr:  # noise leaves counters far from the 31-bit edge
                 assert -(1 << 20) < v < (1 << 20), v
 
@@ -433,7 +448,7 @@ def _mirror_update(m, x, tree, sk, step):
         else:
             clamped = 1
         assert 0 <= rem[i] < LIM
-    tree[0] += step
+    tree[0][0] += step
     cs = m.sketch == "cs"
     per = 8 if cs else 4
     prm, j, w = m.hash, m.j, m.w
@@ -451,19 +466,19 @@ def _mirror_update(m, x, tree, sk, step):
         node = v + (1 << lvl)
         assert 0 <= rem[i] < LIM and node < LIM, (lvl, rem[i], node)
         if lvl <= m.L:
-            tree[node - 1] += step
+            tree[lvl][v] += step
             continue
         x0, x1, x2 = node & 16383, (node >> 14) & 16383, node >> 28
         for row in range(j):
             pb = ((lvl - m.L - 1) * j + row) * per
             h = _mirror_hash(prm, pb, x0, x1, x2)
-            idx = ((lvl - m.L - 1) * j + row) * w + (h & (w - 1))
-            assert idx < LIM
+            tab = sk[(lvl - m.L - 1) * j + row]
+            idx = h & (w - 1)
             if cs:
                 g = _mirror_hash(prm, pb + 4, x0, x1, x2)
-                sk[idx] += step * (1 - ((g & 1) << 1))
+                tab[idx] += step * (1 - ((g & 1) << 1))
             else:
-                sk[idx] += step
+                tab[idx] += step
     return clamped
 
 
@@ -492,7 +507,7 @@ def _mirror_check(cfg, n, seed):
     tables is needed, which keeps this test inside a 64 KB heap."""
     a = agent.Agent(cfg, seed=b"mirror")
     m = a.mechs[0]
-    t0, s0, c0 = _digest(m.tree), _digest(m.sketches), m.clamp
+    t0, s0, c0 = _digest_all(m.tree_rows), _digest_all(m.sketch_rows), m.clamp
     g = Lcg(seed)
     lo, hi = LO - 200, HI + 200
     moved = 0
@@ -503,11 +518,11 @@ def _mirror_check(cfg, n, seed):
             x = (lo + g.below(hi - lo), lo + g.below(hi - lo))
         a.update(x)
         if k == 0:
-            moved = _digest(m.sketches) != s0  # the update did touch the sketches
-        m.clamp -= _mirror_update(m, x, m.tree, m.sketches, -1)
+            moved = _digest_all(m.sketch_rows) != s0  # the update did touch the sketches
+        m.clamp -= _mirror_update(m, x, m.tree_rows, m.sketch_rows, -1)
     assert moved
-    assert _digest(m.tree) == t0, "mirror disagrees with the device tree"
-    assert _digest(m.sketches) == s0, "mirror disagrees with the device sketches"
+    assert _digest_all(m.tree_rows) == t0, "mirror disagrees with the device tree"
+    assert _digest_all(m.sketch_rows) == s0, "mirror disagrees with the device sketches"
     assert m.clamp == c0
 
 
