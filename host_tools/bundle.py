@@ -73,8 +73,13 @@ def build(out_dir, config_path=None, arch=None, extra=()):
         compile_module(src, dst, arch)
         sizes[os.path.relpath(dst, out_dir)] = os.path.getsize(dst)
     if config_path:
-        shutil.copyfile(config_path, os.path.join(out_dir, "device.json"))
-        sizes["device.json"] = os.path.getsize(config_path)
+        import json
+        from host_tools.mp_runtime import device_config
+        from host_tools.simulate import load_config
+        text = json.dumps(device_config(load_config(config_path)), separators=(",", ":"), sort_keys=True)
+        with open(os.path.join(out_dir, "device.json"), "w") as fh:
+            fh.write(text)
+        sizes["device.json"] = len(text)
         with open(os.path.join(out_dir, "main.py"), "w") as fh:
             fh.write(MAIN_PY)
         sizes["main.py"] = len(MAIN_PY)

@@ -360,6 +360,41 @@ def inspect(file, key_hex):
     _echo_json(describe(file, key))
 
 
+# ------------------------------------------------------------ bundle, deploy
+@main.command()
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="Device config from `plan` to ship with the bundle (adds main.py).")
+@click.option("--arch", default=None, help="mpy-cross -march target, e.g. armv7emsp (ESP32-S3: xtensawin, "
+                                           "RP2040: armv6m); bytecode runs on any port without it.")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Bundle directory to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print file sizes as JSON.")
+def bundle(config_path, arch, output, as_json):
+    """Compile the agent and shims to .mpy (with mpy-cross) into a directory for a board."""
+    from host_tools.bundle import build
+    from host_tools.simulate import load_config
+    if config_path:
+        load_config(config_path)  # refuse a broken config before compiling anything
+    with _progress() as prog:
+        prog.add_task("mpy-cross", total=None)
+        sizes = build(output, config_path, arch)
+    if as_json:
+        _echo_json({"bundle": output, "files": sizes, "total_bytes": sum(sizes.values())})
+    else:
+        click.echo("wrote %s: %d files, %d bytes" % (output, len(sizes), sum(sizes.values())))
+
+
+@main.command()
+@click.argument("bundle_dir", type=click.Path(file_okay=False))
+@click.option("--port", required=True, help="Serial port of the board, e.g. /dev/ttyACM0 (mpremote's `connect`).")
+def deploy(bundle_dir, port):
+    """Copy a bundle onto a board with mpremote and reset it (see docs/deployment.md)."""
+    from host_tools.deploy import commands, deploy as run_deploy
+    with _progress() as prog:
+        task = prog.add_task("deploy", total=len(commands(bundle_dir, port)))
+        n = run_deploy(bundle_dir, port, progress=lambda k: prog.advance(task, k))
+    click.echo("deployed %s to %s (%d mpremote steps)" % (bundle_dir, port, n))
+
+
 # --------------------------------------------------------------------- demo
 @main.command()
 @click.option("--out", "out_dir", default="edgesynth-demo", show_default=True, type=click.Path(file_okay=False),

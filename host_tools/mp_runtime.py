@@ -25,6 +25,11 @@ def find_micropython():
     return exe
 
 
+def device_config(cfg):
+    """The config as a device stores it: without the planner's notes."""
+    return {k: v for k, v in cfg.items() if k != "plan"}
+
+
 def heap_flag(nbytes):
     """-X heapsize value for a 32-bit-equivalent heap of ``nbytes``."""
     if nbytes < 4096:
@@ -59,7 +64,7 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None):
     with tempfile.TemporaryDirectory(prefix="edgesynth-mp-") as tmp:
         cfg_path, rd_path, out_path = (os.path.join(tmp, n) for n in ("cfg.json", "readings.bin", "frame"))
         with open(cfg_path, "w") as fh:
-            json.dump(cfg, fh)
+            json.dump(device_config(cfg), fh, separators=(",", ":"))
         write_readings(rd_path, rows, int_channels)
         env = dict(os.environ, MICROPYPATH=bundle + ":.frozen")
         cmd = [exe, "-X", "heapsize=" + heap_flag(heap), "-c", "import mp_driver", cfg_path, rd_path, out_path,
