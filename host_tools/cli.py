@@ -129,10 +129,12 @@ def _jsonable(o):
 @click.option("--hash-seed", default=None, help="Public hash seed shared by devices that will be merged (default random).")
 @click.option("--relation", default="add-remove", show_default=True, type=click.Choice(["add-remove", "replace"]),
               help="Neighbouring streams: add/remove one reading, or replace one (doubles the noise).")
+@click.option("--device-runtime", default="micropython", show_default=True, type=click.Choice(["micropython", "c"]),
+              help="What runs the agent on the device; sets the RAM counted beyond the counters.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Config file to write (JSON).")
 def plan(bounds, epsilon, ram, mechanism, names, n_max, sketch, j, clamp_share, uniform_split, hash_seed,
-         relation, as_json, output):
+         relation, device_runtime, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
@@ -149,7 +151,8 @@ def plan(bounds, epsilon, ram, mechanism, names, n_max, sketch, j, clamp_share, 
     except ValueError:
         raise InputError("--clamp-share must be a fraction in [0, 1), got %r" % clamp_share)
     cfg = plan_privhp(lo, hi, eps, ram_bytes, names=name_list, n_max=n_max, sketch=sketch, j=j,
-                      clamp_share=share, uniform_split=uniform_split, hash_seed=hash_seed, relation=relation)
+                      clamp_share=share, uniform_split=uniform_split, hash_seed=hash_seed, relation=relation,
+                      runtime=device_runtime)
     text = json.dumps(cfg, indent=1, sort_keys=True)
     try:
         with open(output, "w", encoding="utf-8") as fh:

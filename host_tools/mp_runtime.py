@@ -30,10 +30,13 @@ def device_config(cfg):
     return {k: v for k, v in cfg.items() if k != "plan"}
 
 
-def heap_flag(nbytes):
-    """-X heapsize value for a 32-bit-equivalent heap of ``nbytes``."""
+def heap_flag(nbytes, words=True):
+    """-X heapsize value: ``nbytes`` of 32-bit-equivalent heap (the CLI's
+    meaning of --heap, MicroPython's "w" suffix), or raw 64-bit bytes."""
     if nbytes < 4096:
         raise InputError("heap of %d bytes is below MicroPython's 4 KiB minimum" % nbytes)
+    if not words:
+        return "%d" % nbytes
     return "%dwK" % (nbytes // 1024) if nbytes % 1024 == 0 else "%dw" % nbytes
 
 
@@ -55,7 +58,7 @@ def write_readings(path, rows, int_channels):
         fh.write(b"".join(pack(*row) for row in rows))
 
 
-def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None):
+def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, words=True):
     """One interpreter run; returns (status, frame bytes or None, last output line)."""
     import json
     exe = find_micropython()
@@ -67,7 +70,7 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None):
             json.dump(device_config(cfg), fh, separators=(",", ":"))
         write_readings(rd_path, rows, int_channels)
         env = dict(os.environ, MICROPYPATH=bundle + ":.frozen")
-        cmd = [exe, "-X", "heapsize=" + heap_flag(heap), "-c", "import mp_driver", cfg_path, rd_path, out_path,
+        cmd = [exe, "-X", "heapsize=" + heap_flag(heap, words), "-c", "import mp_driver", cfg_path, rd_path, out_path,
                seed.hex() if seed else "-", device_id, str(epoch), key.hex() if key else "-"]
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
@@ -83,25 +86,38 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None):
             return "ok", fh.read(), last
 
 
-def min_heap(cfg, rows, seed=b"min-heap-probe00", step=256, top=64 << 20):
-    """Smallest 32-bit-equivalent heap (bytes, to ``step``) in which the agent
-    runs end to end: construction, updates and a streamed release.
+def min_heap(cfg, rows, seed=b"min-heap-probe00", step=256, top=64 << 20, words=True):
+    """Smallest heap (bytes, to ``step``) in which the agent runs end to end:
+    construction, updates and a streamed release. ``words`` measures in the
+    CLI's 32-bit-equivalent units (-X heapsize=Nw), else in raw bytes of this
+    64-bit build.
 
     The state is fixed-size, so a short prefix of the stream needs the same
-    heap as the whole stream; callers may pass a few hundred rows.
+    heap as the whole stream; callers may pass a few hundred rows. The
+    conservative garbage collector makes the outcome slightly non-monotonic
+    in the heap size; bisection finds one boundary, to within a few hundred
+    bytes of the others.
     """
     lo, hi = 4096, 8192
-    while _run(cfg, rows, hi, seed)[0] == "oom":
+    while _run(cfg, rows, hi, seed, words=words)[0] == "oom":
         lo, hi = hi, hi * 2
         if hi > top:
             raise InputError("the config does not run even in a %d-byte heap" % top)
     while hi - lo > step:
         mid = (lo + hi) // 2 // step * step
-        if _run(cfg, rows, mid, seed)[0] == "oom":
+        if _run(cfg, rows, mid, seed, words=words)[0] == "oom":
             lo = mid
         else:
             hi = mid
     return hi
+
+
+def heap_need_32bit(cfg, rows, counter_bytes):
+    """Estimated heap on a 32-bit MCU: counters plus half the 64-bit build's
+    other bytes (counters are the same bytes on both builds; pointers, object
+    headers and GC blocks are half the size on 32-bit)."""
+    raw = min_heap(cfg, rows, words=False)
+    return counter_bytes + (raw - counter_bytes + 1) // 2, raw
 
 
 def run_micropython(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, progress=None):

@@ -3,8 +3,10 @@
 The counters are counted exactly: 4 bytes per int32 counter of the tree
 (2**(L+1) - 1) and of the sketches ((r - L) * j * w), plus 2 bytes per hash
 parameter (4 per sketch row, 8 for a count sketch). On top of that the device
-needs RAM for the interpreter objects of the agent itself; that fixed cost is
-RUNTIME_OVERHEAD (see docs/deployment.md for how it was measured).
+needs heap for the agent's bytecode (.mpy), its objects, the config and the
+interpreter's own baseline: RUNTIME_OVERHEAD, measured on the MicroPython unix
+port by benchmarks/bench_memory.py (docs/deployment.md) and converted to a
+32-bit MCU (counters are the same bytes there, everything else half).
 
 Among all (k, w, j) that fit, the planner picks the one with the smallest
 predicted W1 bound (Theorem 3 of the PrivHP paper with the constants of
@@ -18,7 +20,14 @@ from agent.privhp_build import MAX_DEPTH, MAX_INT_SPAN
 from host_tools.budget import level_weights, privhp_budget
 from host_tools.errors import InputError
 
-RUNTIME_OVERHEAD = 12 * 1024  # bytes of interpreter objects beyond counters (measured)
+# RAM beyond the counters on a 32-bit MCU, per device runtime and sketch kind.
+# micropython: the largest measured over benchmarks/bench_memory.py's configs,
+# rounded up to 1 KiB. c: the C core's state and stack budget (agent/c, issue
+# of the native core; a bound, not yet a measurement).
+RUNTIME_OVERHEAD = {
+    "micropython": {"cms": 28 * 1024, "cs": 33 * 1024},
+    "c": {"cms": 1024, "cs": 1024},
+}
 MAX_WIDTH = 4096
 
 
@@ -104,17 +113,22 @@ def choose_depth(d, eps, n_max, lo, hi):
 
 def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=None,
                 clamp_share=Fraction(1, 50), uniform_split=False, skew=0.5,
-                hash_seed=None, relation="add-remove"):
+                hash_seed=None, relation="add-remove", runtime="micropython"):
     """Return the public device config (a JSON-ready dict) for PrivHP.
 
     ``ram`` bytes is the whole budget for the agent on the device; the counters
-    get ``ram - RUNTIME_OVERHEAD``. Raises InputError when nothing fits.
+    get ``ram`` minus the ``runtime``'s overhead (RUNTIME_OVERHEAD). Raises
+    InputError when nothing fits.
     """
     d = len(lo)
     names = names or ["x%d" % i for i in range(d)]
     if len(names) != d:
         raise InputError("%d names given for %d channels" % (len(names), d))
-    avail = ram - RUNTIME_OVERHEAD
+    overhead = RUNTIME_OVERHEAD[runtime][sketch]
+    avail = ram - overhead
+    if avail <= 0:
+        raise InputError("a %d-byte budget is below the agent's measured runtime overhead of %d bytes "
+                         "(bytecode, objects, interpreter); give the agent more RAM" % (ram, overhead))
     r = choose_depth(d, eps, n_max, lo, hi)
     js = [j] if j else ([1, 3] if sketch == "cs" else [1, 2])
     best = None
@@ -130,7 +144,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
                 if best is None or score < best[0]:
                     best = (score, k, w, jj, size)
     if best is None:
-        need = counter_bytes(r, 1, 4, js[0], sketch) + RUNTIME_OVERHEAD
+        need = counter_bytes(r, 1, 4, js[0], sketch) + overhead
         raise InputError("a %d-byte budget cannot hold a depth-%d PrivHP state; it needs at least %d bytes"
                          % (ram, r, need))
     score, k, w, jj, size = best
@@ -149,8 +163,9 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
         "plan": {
             "ram_bytes": ram,
             "counter_bytes": size,
-            "runtime_overhead_bytes": RUNTIME_OVERHEAD,
-            "expected_peak_bytes": size + RUNTIME_OVERHEAD,
+            "device_runtime": runtime,
+            "runtime_overhead_bytes": overhead,
+            "expected_peak_bytes": size + overhead,
             "tree_levels": L + 1,
             "sketch_levels": r - L,
             "n_max": n_max,

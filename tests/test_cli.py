@@ -52,7 +52,7 @@ def test_round_trip(tmp_path, data_csv):
 
 def test_seeded_simulation_is_reproducible(tmp_path, data_csv):
     cfg = tmp_path / "c.json"
-    run("plan", "--bounds", "0:100,0:40", "--epsilon", "0.5", "--ram", "16K", "--hash-seed", "ab", "-o", cfg)
+    run("plan", "--bounds", "0:100,0:40", "--epsilon", "0.5", "--ram", "64K", "--hash-seed", "ab", "-o", cfg)
     outs = []
     for i in range(2):
         p = tmp_path / ("r%d" % i)
@@ -83,7 +83,8 @@ def test_malformed_csv_is_one_clear_line(tmp_path, content, needle):
 @pytest.mark.parametrize("args,needle", [
     (["plan", "--bounds", "5:1", "--epsilon", "1", "--ram", "32K", "-o", "x"], "below"),
     (["plan", "--bounds", "0:1", "--epsilon", "-1", "--ram", "32K", "-o", "x"], "epsilon"),
-    (["plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "100", "-o", "x"], "needs at least"),
+    (["plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "16K", "-o", "x"], "runtime overhead"),
+    (["plan", "--bounds", "0.0:1.0", "--epsilon", "1", "--ram", "28700", "-o", "x"], "needs at least"),
     (["plan", "--bounds", "0:1,a:b", "--epsilon", "1", "--ram", "32K", "-o", "x"], "not a number"),
     (["assemble", "missing.msgpack", "-o", "g"], "cannot read"),
     (["sample", "missing.gen", "-n", "5", "-o", "s.csv"], "cannot read"),
