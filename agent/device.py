@@ -104,6 +104,17 @@ class Agent:
         for x in rows:
             up(x)
 
+    def update_block(self, columns):
+        """Count n readings held column-wise: ``columns`` is one equal-length
+        buffer per channel (e.g. the array('H') an ADC's read_timed fills).
+        Same counters as n calls of update; bulk work goes through the
+        numeric facade (agent/block.py). Returns n."""
+        from agent.block import update_block
+        n = 0
+        for m in self.mechs:
+            n = update_block(m, columns)
+        return n
+
     def _payload(self, enc, keys):
         enc.map(7)
         enc.raw(keys[0])

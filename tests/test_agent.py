@@ -56,3 +56,14 @@ def test_config_errors_name_the_field(make_config):
     cfg["mechanisms"][0]["lo"] = [0.0, float("nan")]
     with pytest.raises(ConfigError, match="finite"):
         agent.Agent(cfg, seed=b"x" * 16)
+
+
+def test_agent_update_block_matches_per_reading_updates(make_config):
+    cfg = make_config(d=2, lo=[0, 0], hi=[1023, 1023], j=2)
+    cols = ([(37 * t) % 1024 for t in range(3000)], [(11 * t * t) % 1100 for t in range(3000)])
+    a = agent.Agent(cfg, seed=b"block-vs-update0")
+    b = agent.Agent(cfg, seed=b"block-vs-update0")
+    for x in zip(*cols):
+        a.update(x)
+    assert b.update_block(cols) == 3000
+    assert a.release() == b.release()
