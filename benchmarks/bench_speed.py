@@ -66,28 +66,6 @@ def throughput_batched(mechs, data, rounds):
             {name: data.shape[0] / float(np.min(ts)) for name, ts in times.items()})
 
 
-def sample_multinomial(gen, n, rng, block=1 << 20):
-    """Prototype (benchmarks only, not host_tools): the same distribution as
-    Generator.sample -- i.i.d. leaves with probability ``prob``, uniform in the
-    half-open box -- drawn as multinomial leaf counts, expanded and shuffled
-    (a uniformly shuffled multinomial sequence is an i.i.d. categorical one),
-    with the box widths and upper limits precomputed."""
-    d = gen.box_lo.shape[1]
-    out = np.empty((n, d))
-    width = gen.box_hi - gen.box_lo
-    limit = np.nextafter(gen.box_hi, -np.inf)
-    leaf = np.arange(gen.prob.size)
-    for start in range(0, n, block):
-        m = min(block, n - start)
-        idx = np.repeat(leaf, rng.multinomial(m, gen.prob))
-        rng.shuffle(idx)
-        o = out[start:start + m]
-        np.multiply(rng.random((m, d)), width[idx], out=o)
-        o += gen.box_lo[idx]
-        np.minimum(o, limit[idx], out=o)
-    return out
-
-
 def status(ok):
     return "met" if ok else "**not met**"
 
@@ -168,14 +146,6 @@ def main(argv=None):
     t_sample, t_sample_all = C.median_time(lambda: gen.sample(n_sample, srng), 3)
     sampling = n_sample / t_sample
     print("sampling %d points: %.3f s -> %.3g points/s" % (n_sample, t_sample, sampling))
-    t_proto, _ = C.median_time(lambda: sample_multinomial(gen, n_sample, srng), 3)
-    proto = n_sample / t_proto
-    # the prototype must sample the same distribution: leaf frequencies vs prob
-    from scipy.stats import ks_2samp
-    chk, ref = sample_multinomial(gen, 200_000, srng), gen.sample(200_000, srng)
-    ks_p = min(ks_2samp(chk[:, c], ref[:, c]).pvalue for c in range(chk.shape[1]))
-    assert ks_p > 1e-4, "prototype sampler disagrees with Generator.sample (KS p=%g)" % ks_p
-    print("prototype multinomial sampler: %.3g points/s" % proto)
 
     # ---- report -------------------------------------------------------------------
     rows_md = [
@@ -214,9 +184,6 @@ def main(argv=None):
          "< 0.2 s", status(t_assemble < TARGETS["assemble"])],
         ["sampling (`Generator.sample`), %.0e points, median of 3" % n_sample, "the generator above",
          "%.3g points/s (%.2f s)" % (sampling, t_sample), ">= 10M/s", status(sampling >= TARGETS["sampling"])],
-        ["reference: prototype sampler in bench_speed.py (multinomial counts + shuffle; same distribution)",
-         "the generator above", "%.3g points/s (%.1fx `Generator.sample`)" % (proto, proto / sampling),
-         "-", "-"],
     ]
     table = C.md_table(["what", "config", "measured", "target", "status"], rows_md)
     notes = ("Per-item and batched figures interleave the configurations round by round (%d rounds of "

@@ -11,7 +11,7 @@ import numpy as np
 
 from agent.hashing import LIMB_BITS, LIMB_MASK, P as HASH_P
 
-BLOCK = 1 << 16  # rows per block: fits the caches, bounds temporaries to a few MiB
+BLOCK = 1 << 14  # rows per block: the ~10 live temporaries (128 KiB each) stay in L2; 1 << 16 ran 25-35% slower (benchmarks/bench_speed.py)
 
 
 def _channel(col, lo, hi, span):

@@ -39,26 +39,33 @@ class Generator:
             mass = (self.box_hi - self.box_lo).prod(axis=1)  # no signal: uniform on the box
             total = mass.sum()
         self.prob = mass / total
-        self._cdf = np.cumsum(self.prob)
+        self._leaf = np.arange(self.prob.size)
+        self._width = self.box_hi - self.box_lo
+        self._limit = np.nextafter(self.box_hi, -np.inf)
 
     @property
     def d(self):
         return len(self.names)
 
     def sample(self, n, rng):
-        """``n`` synthetic points, shape (n, d), from numpy Generator ``rng``."""
+        """``n`` synthetic points, shape (n, d), from numpy Generator ``rng``.
+
+        Per block: multinomial leaf counts, each leaf index repeated that many
+        times and the sequence shuffled (a uniformly shuffled multinomial
+        sequence is an i.i.d. categorical one, so rows are exchangeable), then
+        a uniform point in each leaf's half-open box. Two to three times
+        faster than inverse-CDF search per point (benchmarks/bench_speed.py).
+        """
         out = np.empty((n, self.d))
-        top = self._cdf[-1]
-        last = len(self._cdf) - 1
         for start in range(0, n, SAMPLE_BLOCK):
             m = min(SAMPLE_BLOCK, n - start)
-            idx = np.searchsorted(self._cdf, rng.random(m) * top, side="right")
-            np.minimum(idx, last, out=idx)
-            lo = self.box_lo[idx]
-            pts = lo + rng.random((m, self.d)) * (self.box_hi[idx] - lo)
+            idx = np.repeat(self._leaf, rng.multinomial(m, self.prob))
+            rng.shuffle(idx)
+            block = out[start:start + m]
+            np.multiply(rng.random((m, self.d)), self._width[idx], out=block)
+            block += self.box_lo[idx]
             # keep cells half-open despite rounding in lo + u * width
-            np.minimum(pts, np.nextafter(self.box_hi[idx], -np.inf), out=pts)
-            out[start:start + m] = pts
+            np.minimum(block, self._limit[idx], out=block)
         return out
 
     def to_bytes(self):
