@@ -61,7 +61,16 @@ def is_pow2(n):
     return n >= 1 and (n & (n - 1)) == 0
 
 
+# every key a privhp spec may hold: an unknown one is refused, so that a
+# misspelt optional key ("skecth") cannot silently fall back to its default
+SPEC_KEYS = ("kind", "names", "lo", "hi", "r", "k", "w", "j", "sketch", "hash_seed", "q", "sigma",
+             "clamp_p")
+
+
 def parse(m, spec):
+    for name in spec:
+        if name not in SPEC_KEYS:
+            raise ConfigError("privhp has no field %r (fields: %s)" % (name, ", ".join(SPEC_KEYS)))
     lo = spec.get("lo")
     hi = spec.get("hi")
     if not isinstance(lo, list) or not isinstance(hi, list) or not 1 <= len(lo) <= MAX_CHANNELS \

@@ -72,10 +72,9 @@ def encode(m, enc):
     enc.raw(K["w"])
     enc.uint(m.w)
 
+
 def _numbers(enc, values):
     """Bounds always travel as float64 so a frame does not depend on JSON typing."""
     enc.array(len(values))
     for v in values:
         enc.float(float(v))
-
-

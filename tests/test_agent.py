@@ -56,6 +56,10 @@ def test_config_errors_name_the_field(make_config):
     cfg["mechanisms"][0]["lo"] = [0.0, float("nan")]
     with pytest.raises(ConfigError, match="finite"):
         agent.Agent(cfg, seed=b"x" * 16)
+    cfg = make_config()
+    cfg["mechanisms"][0]["skecth"] = "cs"          # a misspelt optional key is not ignored
+    with pytest.raises(ConfigError, match="no field 'skecth'"):
+        agent.Agent(cfg, seed=b"x" * 16)
 
 
 def test_agent_update_block_matches_per_reading_updates(make_config):
