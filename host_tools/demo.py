@@ -33,8 +33,9 @@ def run_demo(out_dir, epsilon, ram, seed, echo=print, table=None):
     with open(os.path.join(out_dir, "device.json"), "w", encoding="utf-8") as fh:
         json.dump(cfg, fh, indent=1, sort_keys=True)
     m, p = cfg["mechanisms"][0], cfg["plan"]
-    echo("plan: privhp r=%d k=%d w=%d j=%d, %d counter bytes in a %d-byte budget, epsilon %s"
-         % (m["r"], m["k"], m["w"], m["j"], p["counter_bytes"], ram, eps))
+    echo("plan: privhp r=%d k=%d w=%d j=%d, %d counter bytes in a %d-byte budget "
+         "(MicroPython needs %d bytes beyond them), epsilon %s"
+         % (m["r"], m["k"], m["w"], m["j"], p["counter_bytes"], ram, p["runtime_overhead_bytes"], eps))
 
     frame = simulate(cfg, data, names, seed=seed.to_bytes(8, "big"), device_id="weather-gw")
     with open(os.path.join(out_dir, "release.msgpack"), "wb") as fh:
