@@ -87,6 +87,30 @@ def _hex_bytes(text, what):
     return b
 
 
+def _device_key(key_hex, keyring, device_id):
+    """The HMAC key of --key or of --device-id in --keyring (at most one), or None."""
+    if key_hex and keyring:
+        raise InputError("pass --key or --keyring, not both")
+    if keyring:
+        from host_tools.keys import load
+        return load(keyring).require(device_id)
+    return _hex_bytes(key_hex, "--key") if key_hex else None
+
+
+def _frame_keys(key_hex, keyring):
+    """(key_for, require_tag) for reading frames: one --key for every frame, or
+    each frame's key looked up in --keyring by its envelope's device id."""
+    if key_hex and keyring:
+        raise InputError("pass --key or --keyring, not both")
+    if keyring:
+        from host_tools.keys import load
+        return load(keyring).key_for, True
+    if key_hex:
+        key = _hex_bytes(key_hex, "--key")
+        return (lambda device: key), True
+    return None, False
+
+
 def _columns(text):
     cols = [c.strip() for c in text.split(",") if c.strip()]
     if not cols:
@@ -205,45 +229,81 @@ def _parse_size(text, what):
               help="MicroPython heap as a 32-bit-equivalent size (e.g. 32K); micropython runtime only.")
 @click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")
 @click.option("--device-id", default="device", show_default=True, help="Device name carried in the frame.")
-@click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1), help="Release epoch number.")
+@click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1),
+              help="Epoch number of the (first) release.")
+@click.option("--seq", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1),
+              help="Sequence number of the (first) release.")
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(1, 100000),
+              help="Split the rows into this many consecutive time windows, one fresh agent and one frame "
+                   "each (epochs and sequence numbers count up); frames are written back to back.")
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key: tag the frame with HMAC-SHA256.")
+@click.option("--keyring", default=None, type=click.Path(dir_okay=False),
+              help="Keyring from `keys new`: tag frames with the key of --device-id.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Frame file to write.")
-def simulate(config_path, input_path, columns, runtime, heap, seed, device_id, epoch, key_hex, output):
-    """Run the device agent over a CSV on this machine and write its release frame."""
+def simulate(config_path, input_path, columns, runtime, heap, seed, device_id, epoch, seq, epochs, key_hex, keyring,
+             output):
+    """Run the device agent over a CSV on this machine and write its release frame(s).
+
+    Row i is the reading of time slot i. With --epochs K > 1 and --seed, window
+    e is seeded with SHA-256("edgesynth-epoch-seed" || seed || uint32be(epoch))
+    so no two windows share noise (host_tools/epochs.py).
+    """
     from host_tools.csvio import read_columns
-    from host_tools.simulate import clamped_fraction, load_config, simulate as run
+    from host_tools.epochs import simulate_epochs
+    from host_tools.simulate import clamped_fraction, load_config
     cfg = load_config(config_path)
     cols = _columns(columns)
     data = read_columns(input_path, cols)
     seed_b = _hex_bytes(seed, "--seed") if seed else None
-    key = _hex_bytes(key_hex, "--key") if key_hex else None
+    key = _device_key(key_hex, keyring, device_id)
     outside = clamped_fraction(data, cfg) if cfg["mechanisms"] and "lo" in cfg["mechanisms"][0] else 0.0
     with _progress() as prog:
         task = prog.add_task("agent (%s)" % runtime, total=len(data))
-        frame = run(cfg, data, cols, runtime=runtime, seed=seed_b, device_id=device_id, epoch=epoch,
-                    key=key, progress=lambda n: prog.advance(task, n), heap=_parse_size(heap, "--heap"))
-    _write_bytes(output, frame)
+        frames = simulate_epochs(cfg, data, cols, epochs, seed=seed_b, first_epoch=epoch, first_seq=seq,
+                                 runtime=runtime, device_id=device_id, key=key,
+                                 progress=lambda n: prog.advance(task, n), heap=_parse_size(heap, "--heap"))
+    _write_bytes(output, b"".join(frames))
     if outside:
         click.echo("note: %.2f%% of readings were outside the bounds and were clamped into the edge cells"
                    % (100 * outside), err=True)
-    click.echo("wrote %s: %d readings, %d-byte frame%s" % (output, len(data), len(frame), ", tagged" if key else ""))
+    size = "%d-byte frame" % len(frames[0]) if epochs == 1 else \
+        "%d frames (epochs %d..%d), %d bytes" % (epochs, epoch, epoch + epochs - 1, sum(map(len, frames)))
+    click.echo("wrote %s: %d readings, %s%s" % (output, len(data), size, ", tagged" if key else ""))
 
 
 # ----------------------------------------------------------------- assemble
 @main.command()
-@click.argument("releases", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("releases", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Generator file to write.")
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key that every frame must be tagged with.")
+@click.option("--keyring", default=None, type=click.Path(dir_okay=False),
+              help="Keyring: every frame must carry a valid tag under its device's key.")
+@click.option("--store", "store_path", default=None, type=click.Path(dir_okay=False),
+              help="Assemble the frames of an ingest store instead of frame files.")
+@click.option("--device", "devices", multiple=True, help="With --store: only this device (repeatable).")
+@click.option("--config-hash", default=None, help="With --store: only frames of this configuration id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the generator summary as JSON.")
-def assemble(releases, output, key_hex, as_json):
-    """Verify release frames, merge those of one configuration, and build a generator."""
+def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, as_json):
+    """Verify release frames, merge those of one configuration, and build a generator.
+
+    Frames come from files (RELEASES) or from an ingest store (--store), whose
+    frames were verified when they were stored.
+    """
     from host_tools.assemble import assemble_privhp
     from host_tools.frames import read_frames
-    key = _hex_bytes(key_hex, "--key") if key_hex else None
-    key_for = (lambda device: key) if key else None
-    rels = []
-    for path in releases:
-        rels.extend(read_frames(path, key_for=key_for, require_tag=key is not None))
+    if bool(releases) == bool(store_path):
+        raise InputError("give frame files or --store, not both and not neither")
+    if (devices or config_hash) and not store_path:
+        raise InputError("--device and --config-hash select frames of a --store")
+    if store_path:
+        from host_tools.store import Store
+        with Store(store_path, create=False) as st:
+            rels = st.releases(devices=devices or None, config_id=config_hash)
+    else:
+        key_for, require_tag = _frame_keys(key_hex, keyring)
+        rels = []
+        for path in releases:
+            rels.extend(read_frames(path, key_for=key_for, require_tag=require_tag))
     gen = assemble_privhp(rels)
     if output:
         _write_bytes(output, gen.to_bytes())
@@ -361,6 +421,34 @@ def inspect(file, key_hex):
     from host_tools.inspect_file import describe
     key = _hex_bytes(key_hex, "--key") if key_hex else None
     _echo_json(describe(file, key))
+
+
+# --------------------------------------------------------------------- keys
+@main.group()
+def keys():
+    """Per-device HMAC keys in a keyring file (docs/trust.md)."""
+
+
+@keys.command("new")
+@click.argument("device_id")
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False),
+              help="Keyring file (JSON, created with mode 0600).")
+@click.option("--force", is_flag=True, help="Replace the device's existing key (its old frames stop verifying).")
+def keys_new(device_id, keyring, force):
+    """Create a random 32-byte key for DEVICE_ID in the keyring. The key is never printed."""
+    from host_tools.keys import new_key
+    ring = new_key(keyring, device_id, force=force)
+    click.echo("%s: key for %r %s (%d device(s) in the keyring)"
+               % (keyring, device_id, "replaced" if force else "created", len(ring.devices())))
+
+
+@keys.command("list")
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
+def keys_list(keyring):
+    """Print the device ids of a keyring, one per line (never the keys)."""
+    from host_tools.keys import load
+    for dev in load(keyring).devices():
+        click.echo(dev)
 
 
 # ------------------------------------------------------------ bundle, deploy

@@ -1,7 +1,7 @@
 # Runs under MicroPython (never imported by CPython): feeds recorded readings to
 # the agent inside a heap-capped interpreter and streams the frame to a file.
 #
-#   micropython -X heapsize=32wK mp_driver.py CONFIG READINGS OUT SEED DEVICE EPOCH KEY
+#   micropython -X heapsize=32wK mp_driver.py CONFIG READINGS OUT SEED DEVICE EPOCH KEY [SEQ]
 #
 # READINGS: b"ESR1", one byte d, d type bytes (b"i" int64 / b"d" float64), then
 # records of d little-endian 8-byte values. SEED and KEY are hex or "-".
@@ -16,13 +16,14 @@ def main(argv):
     import struct
     import binascii
     cfg_path, rd_path, out_path, seed_hex, device, epoch, key_hex = argv[1:8]
+    seq = int(argv[8]) if len(argv) > 8 else 0
     with open(cfg_path) as fh:
         cfg = json.load(fh)
     seed = None if seed_hex == "-" else binascii.unhexlify(seed_hex)
     key = None if key_hex == "-" else binascii.unhexlify(key_hex)
     import agent
     gc.collect()
-    a = agent.Agent(cfg, seed=seed, device_id=device, epoch=int(epoch), key=key)
+    a = agent.Agent(cfg, seed=seed, device_id=device, epoch=int(epoch), seq=seq, key=key)
     cfg = None
     gc.collect()
     fh = open(rd_path, "rb")

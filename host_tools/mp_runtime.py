@@ -58,7 +58,7 @@ def write_readings(path, rows, int_channels):
         fh.write(b"".join(pack(*row) for row in rows))
 
 
-def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, words=True):
+def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, words=True, seq=0):
     """One interpreter run; returns (status, frame bytes or None, last output line)."""
     import json
     exe = find_micropython()
@@ -71,7 +71,7 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, word
         write_readings(rd_path, rows, int_channels)
         env = dict(os.environ, MICROPYPATH=bundle + ":.frozen")
         cmd = [exe, "-X", "heapsize=" + heap_flag(heap, words), "-c", "import mp_driver", cfg_path, rd_path, out_path,
-               seed.hex() if seed else "-", device_id, str(epoch), key.hex() if key else "-"]
+               seed.hex() if seed else "-", device_id, str(epoch), key.hex() if key else "-", str(seq)]
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -120,11 +120,11 @@ def heap_need_32bit(cfg, rows, counter_bytes):
     return counter_bytes + (raw - counter_bytes + 1) // 2, raw
 
 
-def run_micropython(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, progress=None):
+def run_micropython(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, progress=None, seq=0):
     """Frame bytes of the agent run under MicroPython with a ``heap``-byte heap
     (32-bit equivalent). A config that does not fit raises InputError saying
     how much heap it needs and how much it had."""
-    status, frame, _ = _run(cfg, rows, heap, seed, device_id, epoch, key)
+    status, frame, _ = _run(cfg, rows, heap, seed, device_id, epoch, key, seq=seq)
     if status == "oom":
         need = min_heap(cfg, rows[:256])
         raise InputError("the config does not fit: it needs a %d-byte heap, the device has %d "

@@ -99,16 +99,18 @@ def run_numpy(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None
 
 
 def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device", epoch=0, key=None,
-             progress=None, heap=DEFAULT_HEAP):
+             progress=None, heap=DEFAULT_HEAP, seq=0):
     """Frame bytes of one device that saw ``data`` (n, d) on ``runtime``."""
     if runtime not in RUNTIMES:
         raise InputError("runtime %r is not available (choose from %s)" % (runtime, ", ".join(RUNTIMES)))
     cfg = with_names(cfg, columns)
     if runtime == "numpy":
-        return run_numpy(cfg, data, seed=seed, device_id=device_id, epoch=epoch, key=key, progress=progress)
+        return run_numpy(cfg, data, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
+                         progress=progress)
     rows = as_readings(data, cfg)
     if runtime == "micropython":
         from host_tools.mp_runtime import run_micropython
         return run_micropython(cfg, rows, heap, seed=seed, device_id=device_id, epoch=epoch, key=key,
-                               progress=progress)
-    return run_cpython(cfg, rows, seed=seed, device_id=device_id, epoch=epoch, key=key, progress=progress)
+                               progress=progress, seq=seq)
+    return run_cpython(cfg, rows, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
+                       progress=progress)

@@ -1,0 +1,108 @@
+"""Device keys: keyring file rules, tagging by device id, verification before parsing."""
+import json
+import os
+import stat
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import host_tools.frames as frames_mod
+from host_tools.cli import main
+from host_tools.errors import BadTag, InputError
+from host_tools.frames import parse_frame, read_frames
+from host_tools.keys import load, new_key
+from tests.test_frames import envelope
+
+
+def run(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+@pytest.fixture
+def setup(tmp_path):
+    rng = np.random.default_rng(3)
+    csv = tmp_path / "data.csv"
+    with open(csv, "w") as fh:
+        fh.write("a,b\n")
+        for a, b in rng.uniform(0, 10, (400, 2)):
+            fh.write("%.3f,%.3f\n" % (a, b))
+    cfg = tmp_path / "device.json"
+    code, _, err = run("plan", "--bounds", "0:10,0:10", "--epsilon", "1", "--ram", "40K", "--hash-seed", "k",
+                       "-o", cfg)
+    assert code == 0, err
+    return tmp_path, csv, cfg
+
+
+def test_keys_new_creates_private_keyring_and_never_prints_the_key(tmp_path):
+    ring = tmp_path / "ring.json"
+    code, out, err = run("keys", "new", "dev-1", "--keyring", ring)
+    assert code == 0
+    assert stat.S_IMODE(os.stat(ring).st_mode) == 0o600
+    key = json.loads(ring.read_text())["keys"]["dev-1"]
+    assert len(bytes.fromhex(key)) == 32 and key not in out + err
+    code, out, err = run("keys", "new", "dev-1", "--keyring", ring)
+    assert code == 2 and "already has a key" in err and json.loads(ring.read_text())["keys"]["dev-1"] == key
+    code, out, err = run("keys", "new", "dev-1", "--keyring", ring, "--force")
+    assert code == 0 and json.loads(ring.read_text())["keys"]["dev-1"] != key
+    assert run("keys", "new", "dev-2", "--keyring", ring)[0] == 0
+    assert run("keys", "list", "--keyring", ring)[1].split() == ["dev-1", "dev-2"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_keyring_readable_by_others_or_malformed_is_refused(tmp_path):
+    ring = tmp_path / "ring.json"
+    new_key(str(ring), "d")
+    os.chmod(ring, 0o644)
+    with pytest.raises(InputError, match="chmod 600"):
+        load(str(ring))
+    os.chmod(ring, 0o600)
+    ring.write_text('{"format": 1, "keys": {"d": "abcd"}}')
+    with pytest.raises(InputError, match="not 32 bytes"):
+        load(str(ring))
+    with pytest.raises(InputError, match="1..64 bytes"):
+        new_key(str(tmp_path / "r2.json"), "x" * 65)
+
+
+def test_simulate_with_keyring_tags_and_assemble_checks_per_device(setup):
+    tmp, csv, cfg = setup
+    ring, other = tmp / "ring.json", tmp / "other.json"
+    for dev in ("gw-1", "gw-2"):
+        run("keys", "new", dev, "--keyring", ring)
+    run("keys", "new", "gw-1", "--keyring", other)
+    outs = []
+    for dev in ("gw-1", "gw-2"):
+        out = tmp / ("%s.bin" % dev)
+        code, msg, err = run("simulate", "--config", cfg, "--input", csv, "--columns", "a,b", "--seed", "01",
+                             "--device-id", dev, "--keyring", ring, "-o", out)
+        assert code == 0 and "tagged" in msg, err
+        outs.append(out)
+    keyring = load(str(ring))
+    for out, dev in zip(outs, ("gw-1", "gw-2")):
+        (rel,) = read_frames(str(out), key_for=keyring.key_for, require_tag=True)
+        assert rel.verified and rel.device == dev
+    code, out, err = run("assemble", *outs, "--keyring", ring, "--json")
+    assert code == 0 and json.loads(out)["devices"] == ["gw-1", "gw-2"], err
+    code, out, err = run("assemble", outs[0], "--keyring", other)   # gw-1 has another key there
+    assert code == 2 and "does not verify" in err
+    code, out, err = run("assemble", outs[1], "--keyring", other)   # gw-2 unknown there
+    assert code == 2 and "no key known" in err
+    code, out, err = run("simulate", "--config", cfg, "--input", csv, "--columns", "a,b",
+                         "--device-id", "gw-9", "--keyring", ring, "-o", tmp / "x.bin")
+    assert code == 2 and "no key for device 'gw-9'" in err
+    code, out, err = run("assemble", outs[0], "--keyring", ring, "--key", "00ff")
+    assert code == 2 and "not both" in err
+
+
+def test_tag_is_checked_in_constant_time_before_any_parsing(monkeypatch):
+    key = b"K" * 32
+    calls = []
+    real = frames_mod.hmac.compare_digest
+    monkeypatch.setattr(frames_mod.hmac, "compare_digest", lambda a, b: calls.append(1) or real(a, b))
+    garbage = b"\xc1" * 50                       # not msgpack at all
+    with pytest.raises(BadTag):                  # a payload error would mean it was parsed first
+        parse_frame(envelope(garbage, key=b"wrong key"), key_for=lambda d: key)
+    assert calls == [1]
+    with pytest.raises(BadTag):
+        parse_frame(envelope(garbage), key_for=lambda d: key)     # untagged, device has a key
