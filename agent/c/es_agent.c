@@ -1,0 +1,140 @@
+/* The agent's envelope and release (agent/device.py): a fixarray(4) of magic,
+ * device id, the payload as bin32 and the HMAC-SHA256 tag (or nil). The
+ * payload is counted once without a sink, then streamed; the MAC sees exactly
+ * the bytes before the tag element. docs/wire-format.md has the layout. */
+#include <string.h>
+
+#include "es_core.h"
+
+#define FORMAT 1
+
+static void key(es_enc_t *e, const char *name)
+{
+    es_enc_str(e, (const uint8_t *)name, strlen(name));
+}
+
+int es_agent_init(es_agent_t *a, es_privhp_t *const *mechs, uint8_t n_mechs, uint8_t relation,
+                  uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
+                  uint32_t epoch, uint32_t seq, const uint8_t *key_bytes, size_t key_len,
+                  es_drbg_t *rng)
+{
+    unsigned i;
+    memset(a, 0, sizeof *a);
+    if (!n_mechs || n_mechs > 8 || (relation != ES_ADD_REMOVE && relation != ES_REPLACE) ||
+        !eps_num || !eps_den || !id_len || id_len > 64)
+        return ES_E_CONFIG;
+    for (i = 0; i < n_mechs; i++)
+        if (mechs[i]->factor != relation)
+            return ES_E_CONFIG; /* noise scale factor = relation (device.py RELATIONS) */
+    a->mechs = mechs;
+    a->n_mechs = n_mechs;
+    a->relation = relation;
+    a->eps_num = eps_num;
+    a->eps_den = eps_den;
+    a->device_id = device_id;
+    a->id_len = id_len;
+    a->epoch = epoch;
+    a->seq = seq;
+    if (key_bytes) {
+        a->has_key = 1;
+        es_hmac_key(&a->mac, key_bytes, key_len);
+    }
+    for (i = 0; i < n_mechs; i++) {
+        int st = es_privhp_draw_noise(mechs[i], rng);
+        if (st != ES_OK)
+            return st;
+    }
+    return ES_OK;
+}
+
+static void payload(const es_agent_t *a, es_enc_t *e)
+{
+    unsigned i;
+    es_enc_map(e, 7); /* keys in sorted byte order */
+    key(e, "device");
+    es_enc_str(e, a->device_id, a->id_len);
+    key(e, "epoch");
+    es_enc_uint(e, a->epoch);
+    key(e, "eps");
+    es_enc_array(e, 2);
+    es_enc_uint(e, a->eps_num);
+    es_enc_uint(e, a->eps_den);
+    key(e, "fmt");
+    es_enc_uint(e, FORMAT);
+    key(e, "mechs");
+    es_enc_array(e, a->n_mechs);
+    for (i = 0; i < a->n_mechs; i++)
+        es_privhp_encode(a->mechs[i], e);
+    key(e, "relation");
+    key(e, a->relation == ES_REPLACE ? "replace" : "add-remove");
+    key(e, "seq");
+    es_enc_uint(e, a->seq);
+}
+
+static size_t payload_size(const es_agent_t *a)
+{
+    es_enc_t e;
+    es_enc_reset(&e, NULL, NULL, NULL);
+    payload(a, &e);
+    return e.n;
+}
+
+size_t es_agent_frame_size(const es_agent_t *a)
+{
+    return 1 + 5 + (a->id_len < 32 ? 1 : 2) + a->id_len + 5 + payload_size(a) +
+           (a->has_key ? 34 : 1);
+}
+
+long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
+{
+    es_enc_t e;
+    size_t size = payload_size(a);
+    unsigned i;
+    a->sealed = 1;
+    for (i = 0; i < a->n_mechs; i++)
+        a->mechs[i]->sealed = 1;
+    if (a->has_key)
+        es_hmac_start(&a->mac);
+    es_enc_reset(&e, sink, ctx, a->has_key ? &a->mac : NULL);
+    es_enc_array(&e, 4);
+    key(&e, "ESF1");
+    es_enc_str(&e, a->device_id, a->id_len);
+    es_enc_bin32_head(&e, (uint32_t)size);
+    payload(a, &e);
+    es_enc_flush(&e); /* the MAC covers everything up to here */
+    e.mac = NULL;
+    if (a->has_key) {
+        uint8_t tag[32];
+        es_hmac_finish(&a->mac, tag);
+        es_enc_bin_head(&e, 32);
+        es_enc_raw(&e, tag, 32);
+    } else {
+        es_enc_nil(&e);
+    }
+    es_enc_flush(&e);
+    return e.err ? e.err : (long)e.n;
+}
+
+typedef struct {
+    uint8_t *p;
+    size_t cap, n;
+} outbuf_t;
+
+static int to_buf(void *ctx, const uint8_t *p, size_t n)
+{
+    outbuf_t *o = (outbuf_t *)ctx;
+    if (n > o->cap - o->n)
+        return ES_E_SINK;
+    memcpy(o->p + o->n, p, n);
+    o->n += n;
+    return 0;
+}
+
+long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap)
+{
+    outbuf_t o;
+    o.p = out;
+    o.cap = cap;
+    o.n = 0;
+    return es_agent_release(a, to_buf, &o);
+}

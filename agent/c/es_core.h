@@ -1,0 +1,186 @@
+/* edgesynth native core: the device agent's state, update, noise and release
+ * in portable C99, byte-identical to the Python agent (agent/, firmware_shims/).
+ *
+ * No malloc: every table lives in memory the caller provides (its size comes
+ * from es_privhp_mem_size). No floating point in the noise path: the sampler is
+ * the exact integer discrete Laplace of agent/dlap.py over an HMAC_DRBG.
+ * Only es_quant_f64.c (float readings) uses doubles; integer firmware does not
+ * link it. docs/native.md describes the API; docs/wire-format.md the frame.
+ */
+#ifndef ES_CORE_H
+#define ES_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes (0 = success) -------------------------------------- */
+#define ES_OK         0
+#define ES_E_CONFIG  (-1) /* invalid public parameters                           */
+#define ES_E_MEMORY  (-2) /* caller buffer too small or misaligned               */
+#define ES_E_SEALED  (-3) /* update after release: would reuse noise (rule 5)    */
+#define ES_E_FULL    (-4) /* ES_MAX_ITEMS readings counted: int32 could overflow */
+#define ES_E_ENTROPY (-5) /* DRBG refused: short entropy or reseed interval      */
+#define ES_E_RANGE   (-6) /* a noise draw beyond +-2**29 (probability < e**-127) */
+#define ES_E_SINK    (-7) /* the output sink failed or the buffer is too small   */
+
+/* ---- SHA-256 and HMAC-SHA256 (es_sha256.c) --------------------------- */
+typedef struct {
+    uint32_t h[8];
+    uint64_t len;      /* bytes hashed so far */
+    uint8_t buf[64];
+} es_sha256_t;
+
+void es_sha256_init(es_sha256_t *c);
+void es_sha256_update(es_sha256_t *c, const uint8_t *p, size_t n);
+void es_sha256_final(es_sha256_t *c, uint8_t out[32]);
+
+typedef struct {
+    uint8_t key[64];   /* the key, zero-padded (hashed first when longer than 64) */
+    es_sha256_t inner;
+} es_hmac_t;
+
+void es_hmac_key(es_hmac_t *h, const uint8_t *key, size_t n);
+void es_hmac_start(es_hmac_t *h);
+void es_hmac_update(es_hmac_t *h, const uint8_t *p, size_t n);
+void es_hmac_finish(es_hmac_t *h, uint8_t out[32]);
+
+/* ---- HMAC_DRBG(SHA-256) and the sampler's byte source (es_drbg.c) ---- */
+typedef struct {
+    uint8_t k[32], v[32];
+    uint32_t requests;  /* generate requests since instantiation */
+    uint8_t buf[64];    /* the current 64-byte request being consumed */
+    uint8_t pos;        /* next unread byte of buf; 64 = empty */
+    int8_t err;         /* sticky: ES_E_ENTROPY or ES_E_RANGE; draws then return 0 */
+} es_drbg_t;
+
+int es_drbg_init(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy,
+                 const uint8_t *nonce, size_t n_nonce);
+/* firmware_shims.drbg.seeded_source(seed): reproducible, tests/simulation only */
+int es_drbg_seeded(es_drbg_t *d, const uint8_t *seed, size_t n);
+uint64_t es_below(es_drbg_t *d, uint64_t m);  /* exact uniform in [0, m), m >= 1 */
+
+/* ---- exact discrete Laplace (es_dlap.c) ------------------------------ */
+/* Scale num/den (both >= 1). Returns the draw; on failure sets d->err. */
+int64_t es_dlap(es_drbg_t *d, uint64_t num, uint64_t den);
+
+/* ---- msgpack writer streaming to a sink (es_msgpack.c) --------------- */
+typedef int (*es_sink_fn)(void *ctx, const uint8_t *p, size_t n); /* 0 = ok */
+
+#define ES_ENC_CHUNK 64
+typedef struct {
+    es_sink_fn sink;   /* NULL: only count bytes */
+    void *ctx;
+    es_hmac_t *mac;    /* when set, every flushed byte is also MACed */
+    size_t n;          /* bytes written since reset */
+    int err;
+    uint16_t fill;
+    uint8_t buf[ES_ENC_CHUNK];
+} es_enc_t;
+
+void es_enc_reset(es_enc_t *e, es_sink_fn sink, void *ctx, es_hmac_t *mac);
+void es_enc_flush(es_enc_t *e);
+void es_enc_raw(es_enc_t *e, const uint8_t *p, size_t n);
+void es_enc_uint(es_enc_t *e, uint64_t v);
+void es_enc_int(es_enc_t *e, int64_t v);
+void es_enc_f64_bits(es_enc_t *e, uint64_t bits); /* float64 given as IEEE-754 bits */
+void es_enc_nil(es_enc_t *e);
+void es_enc_array(es_enc_t *e, uint32_t n);
+void es_enc_map(es_enc_t *e, uint32_t n);
+void es_enc_str(es_enc_t *e, const uint8_t *p, size_t n);
+void es_enc_bin_head(es_enc_t *e, uint32_t n);
+void es_enc_bin32_head(es_enc_t *e, uint32_t n);
+void es_enc_i32_le(es_enc_t *e, const int32_t *v, size_t n);  /* packed items */
+void es_enc_u16_le(es_enc_t *e, const uint16_t *v, size_t n);
+
+/* ---- PrivHP (es_privhp.c) -------------------------------------------- */
+#define ES_CMS 0
+#define ES_CS  1
+#define ES_MAX_CHANNELS 16
+#define ES_MAX_DEPTH 29
+#define ES_MAX_WIDTH 4096
+#define ES_HASH_P 32749u
+#define ES_NOISE_LIMIT (1L << 29)
+/* counters hold |noise| < 2**29 plus at most one unit per reading */
+#define ES_MAX_ITEMS ((uint32_t)0x7FFFFFFF - (uint32_t)ES_NOISE_LIMIT)
+
+/* Public parameters, validated on the host (agent/privhp_build.py). They must
+ * outlive the state, which points at them (on firmware: const, in flash). */
+typedef struct {
+    uint8_t d, r, j, sketch;       /* channels, depth, sketch rows, ES_CMS/ES_CS */
+    uint32_t k, w;                 /* pruning width; sketch width (power of two) */
+    uint64_t q, clamp_p;           /* budget denominator; clamp counter's share */
+    const uint64_t *sigma;         /* r+1 level shares */
+    uint16_t int_mask;             /* bit i: channel i has integer bounds */
+    const int32_t *lo_i, *hi_i;    /* integer bounds (es_quant_i32); may be NULL otherwise */
+    const double *lo_f, *hi_f;     /* bounds as the Python agent holds them, for es_quant_f64 */
+    const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi): the frame's */
+    const char *const *names;      /* d NUL-terminated UTF-8 channel names */
+    const uint8_t *hash_seed;      /* public hash seed (UTF-8) */
+    uint8_t hash_seed_len;
+} es_privhp_cfg_t;
+
+typedef struct {
+    const es_privhp_cfg_t *cfg;
+    int32_t *tree;                 /* 2**(L+1)-1 counters, heap order */
+    int32_t *sketch;               /* (r-L)*j*w counters, level, row, column */
+    uint16_t *hash;                /* (r-L)*j*(4 or 8) hash parameters */
+    int64_t clamp;                 /* noisy count of clamped readings */
+    uint32_t items;                /* readings counted (overflow guard) */
+    uint8_t L, factor, per, sealed;
+    uint8_t bits[ES_MAX_CHANNELS]; /* path bits per channel (es_privhp_bits) */
+} es_privhp_t;
+
+/* Bytes of caller memory (4-byte aligned) the tables need; 0 if cfg is invalid. */
+size_t es_privhp_mem_size(const es_privhp_cfg_t *cfg);
+/* Lay out tables in mem, derive hash params. factor: 1 add-remove, 2 replace. */
+int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *cfg, uint8_t factor,
+                   void *mem, size_t size);
+/* Noise every counter, in wire order (agent/privhp_build.py draw_noise). */
+int es_privhp_draw_noise(es_privhp_t *m, es_drbg_t *rng);
+/* Count one reading given as left-aligned per-channel path codes (es_quant_*). */
+int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped);
+void es_privhp_encode(const es_privhp_t *m, es_enc_t *e);
+/* Path bits of channel i: the number of levels 1..r that split channel i. */
+unsigned es_privhp_bits(const es_privhp_cfg_t *cfg, unsigned i);
+
+/* ---- quantisers: reading -> path codes (es_quant_i32.c, es_quant_f64.c) */
+/* One reading of d values; integer channels only (cfg->int_mask all set). */
+int es_privhp_update_i32(es_privhp_t *m, const int32_t *x);
+int es_privhp_update_i32_rows(es_privhp_t *m, const int32_t *x, size_t n);
+/* Any bounds: the Python agent's float arithmetic, operation for operation. */
+int es_privhp_update_f64(es_privhp_t *m, const double *x);
+int es_privhp_update_f64_rows(es_privhp_t *m, const double *x, size_t n);
+
+/* ---- agent: envelope, budget, release (es_agent.c) ------------------- */
+#define ES_ADD_REMOVE 1
+#define ES_REPLACE 2
+
+typedef struct {
+    es_privhp_t *const *mechs;     /* 1..8 states, config order */
+    uint8_t n_mechs, relation, sealed, has_key;
+    uint8_t id_len;
+    const uint8_t *device_id;      /* 1..64 bytes UTF-8 */
+    uint32_t epoch, seq;
+    uint64_t eps_num, eps_den;
+    es_hmac_t mac;                 /* keyed when has_key */
+} es_agent_t;
+
+/* Noise every mechanism from rng (in order) and set the envelope fields. */
+int es_agent_init(es_agent_t *a, es_privhp_t *const *mechs, uint8_t n_mechs, uint8_t relation,
+                  uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
+                  uint32_t epoch, uint32_t seq, const uint8_t *key, size_t key_len,
+                  es_drbg_t *rng);
+size_t es_agent_frame_size(const es_agent_t *a);
+/* Seal and stream the frame to sink; returns its length or a negative status. */
+long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx);
+/* Seal and write the frame into out[0..cap); returns its length or a status. */
+long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/* HMAC_DRBG with SHA-256 (NIST SP 800-90A 10.1.2) and the byte source of the
+ * noise sampler, byte for byte as firmware_shims/drbg.py: 64-byte generate
+ * requests, bytes consumed in order, exact rejection sampling in es_below.
+ * The draw order is part of the cross-runtime contract. */
+#include <string.h>
+
+#include "es_core.h"
+
+#define RESEED_INTERVAL (1UL << 24)
+static const uint8_t PERS[] = "edgesynth-noise-v1";
+
+/* K = HMAC(K, V || sep || provided); V = HMAC(K, V), for provided = a || b || c */
+static void step(es_drbg_t *d, uint8_t sep, const uint8_t *a, size_t na, const uint8_t *b,
+                 size_t nb, const uint8_t *c, size_t nc)
+{
+    es_hmac_t h;
+    es_hmac_key(&h, d->k, 32);
+    es_hmac_start(&h);
+    es_hmac_update(&h, d->v, 32);
+    es_hmac_update(&h, &sep, 1);
+    es_hmac_update(&h, a, na);
+    es_hmac_update(&h, b, nb);
+    es_hmac_update(&h, c, nc);
+    es_hmac_finish(&h, d->k);
+    es_hmac_key(&h, d->k, 32);
+    es_hmac_start(&h);
+    es_hmac_update(&h, d->v, 32);
+    es_hmac_finish(&h, d->v);
+}
+
+static void update(es_drbg_t *d, const uint8_t *a, size_t na, const uint8_t *b, size_t nb,
+                   const uint8_t *c, size_t nc)
+{
+    step(d, 0, a, na, b, nb, c, nc);
+    if (na + nb + nc)
+        step(d, 1, a, na, b, nb, c, nc);
+}
+
+int es_drbg_init(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy, const uint8_t *nonce,
+                 size_t n_nonce)
+{
+    memset(d, 0, sizeof *d);
+    d->pos = 64;
+    if (n_entropy < 16) {
+        d->err = ES_E_ENTROPY;
+        return ES_E_ENTROPY;
+    }
+    memset(d->v, 1, 32);
+    update(d, entropy, n_entropy, nonce, n_nonce, PERS, sizeof PERS - 1);
+    return ES_OK;
+}
+
+int es_drbg_seeded(es_drbg_t *d, const uint8_t *seed, size_t n)
+{
+    static const uint8_t nonce[] = "seeded";
+    uint8_t material[16];
+    size_t i;
+    if (n >= 16)
+        return es_drbg_init(d, seed, n, nonce, sizeof nonce - 1);
+    /* short seeds are padded with copies of their length byte (drbg.py) */
+    for (i = 0; i < 16; i++)
+        material[i] = i < n ? seed[i] : (uint8_t)n;
+    return es_drbg_init(d, material, 16, nonce, sizeof nonce - 1);
+}
+
+static void generate(es_drbg_t *d)
+{
+    es_hmac_t h;
+    unsigned i;
+    if (d->requests >= RESEED_INTERVAL) {
+        d->err = ES_E_ENTROPY;
+        return;
+    }
+    for (i = 0; i < 2; i++) {
+        es_hmac_key(&h, d->k, 32);
+        es_hmac_start(&h);
+        es_hmac_update(&h, d->v, 32);
+        es_hmac_finish(&h, d->v);
+        memcpy(d->buf + 32 * i, d->v, 32);
+    }
+    update(d, NULL, 0, NULL, 0, NULL, 0);
+    d->requests++;
+    d->pos = 0;
+}
+
+static uint8_t byte(es_drbg_t *d)
+{
+    if (d->pos >= 64)
+        generate(d);
+    if (d->err)
+        return 0;
+    return d->buf[d->pos++];
+}
+
+uint64_t es_below(es_drbg_t *d, uint64_t m)
+{
+    unsigned k = 0, i;
+    uint64_t rem; /* span mod m, span = 2**(8k) the smallest power of 256 >= m */
+    if (m <= 1)
+        return 0;
+    while (k < 8 && (k == 0 || (m - 1) >> (8 * k)))
+        k++;
+    rem = k == 8 ? (UINT64_MAX % m + 1) % m : ((uint64_t)1 << (8 * k)) % m;
+    for (;;) {
+        uint64_t v = 0;
+        for (i = 0; i < k; i++)
+            v = v << 8 | byte(d);
+        if (d->err)
+            return 0;
+        /* accept v < span - rem (the largest multiple of m) */
+        if (k == 8 ? (rem == 0 || v < (uint64_t)0 - rem) : v < ((uint64_t)1 << (8 * k)) - rem)
+            return v % m;
+    }
+}

@@ -1,0 +1,61 @@
+/* Float readings, or float bounds: the quantiser of agent/privhp.py with the
+ * same IEEE-754 double operations in the same order (x - lo once, then per
+ * level t = rem + rem, compare with the span, t - span), so the path bits are
+ * those CPython and MicroPython compute. Doubling and the subtraction of a
+ * span from t in [span, 2 span) are exact (Sterbenz), so only x - lo rounds,
+ * exactly as in Python. Integer bounds must be below 2**53 in magnitude (the
+ * host checks), so their conversion to double is exact and every mixed
+ * int/float comparison Python makes exactly is exact here too.
+ * Not the noise path: the noise never touches floating point. */
+#include <float.h>
+
+#include "es_core.h"
+
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+#error "es_quant_f64.c needs plain binary64 arithmetic (FLT_EVAL_METHOD == 0)"
+#endif
+
+int es_privhp_update_f64(es_privhp_t *m, const double *x)
+{
+    const es_privhp_cfg_t *c = m->cfg;
+    uint32_t code[ES_MAX_CHANNELS];
+    int clamped = 0;
+    unsigned i, s;
+    if (!c->lo_f || !c->hi_f)
+        return ES_E_CONFIG;
+    for (i = 0; i < c->d; i++) {
+        double lo = c->lo_f[i], hi = c->hi_f[i], span = hi - lo, rem;
+        uint32_t cd = 0;
+        if (x[i] > hi) {
+            rem = span;
+            clamped = 1;
+        } else if (x[i] >= lo) {
+            rem = x[i] - lo;
+        } else { /* below the box, or NaN */
+            rem = 0.0;
+            clamped = 1;
+        }
+        for (s = 0; s < m->bits[i]; s++) {
+            double t = rem + rem;
+            if (t >= span) {
+                rem = t - span;
+                cd |= (uint32_t)1 << (31 - s);
+            } else {
+                rem = t;
+            }
+        }
+        code[i] = cd;
+    }
+    return es_privhp_count(m, code, clamped);
+}
+
+int es_privhp_update_f64_rows(es_privhp_t *m, const double *x, size_t n)
+{
+    size_t k;
+    for (k = 0; k < n; k++) {
+        int st = es_privhp_update_f64(m, x + k * m->cfg->d);
+        if (st != ES_OK)
+            return st;
+    }
+    return ES_OK;
+}

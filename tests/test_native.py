@@ -1,0 +1,194 @@
+"""The C core (agent/c) through cffi: unit tests of each C piece against the
+Python implementation it mirrors, and golden vectors: the same config, seed and
+readings give byte-identical frames on the cpython, native and micropython
+runtimes (the qemu runtime: tests/test_firmware.py)."""
+import hashlib
+import hmac
+import shutil
+
+import numpy as np
+import pytest
+
+import agent
+from agent.dlap import discrete_laplace
+from agent.errors import ConfigError, SealedError
+from agent.hashing import derive_params
+from firmware_shims.drbg import seeded_source
+from host_tools import native
+from host_tools.simulate import as_readings, run_cpython, with_names
+from tests.conftest import privhp_config
+from tests.native_cases import cases
+
+pytestmark = pytest.mark.skipif(not native.available(),
+                                reason="native core not built (no C compiler at install?)")
+CASES = cases()
+IDS = [c[0] for c in CASES]
+
+
+@pytest.fixture(scope="module")
+def ffi_lib():
+    from host_tools._es_native import ffi, lib
+    return ffi, lib
+
+
+@pytest.mark.parametrize("n", [0, 1, 55, 56, 63, 64, 65, 127, 128, 1000])
+def test_sha256_matches_hashlib(ffi_lib, n):
+    ffi, lib = ffi_lib
+    data = bytes((i * 7 + n) & 0xFF for i in range(n))
+    c = ffi.new("es_sha256_t *")
+    out = ffi.new("uint8_t[32]")
+    lib.es_sha256_init(c)
+    lib.es_sha256_update(c, data[:n // 3], n // 3)      # two updates: the buffering path
+    lib.es_sha256_update(c, data[n // 3:], n - n // 3)
+    lib.es_sha256_final(c, out)
+    assert bytes(out) == hashlib.sha256(data).digest()
+
+
+@pytest.mark.parametrize("klen", [0, 1, 32, 64, 65, 200])
+def test_hmac_matches_stdlib(ffi_lib, klen):
+    ffi, lib = ffi_lib
+    key = bytes((3 * i + 1) & 0xFF for i in range(klen))
+    msg = b"frame bytes " * 11
+    h = ffi.new("es_hmac_t *")
+    out = ffi.new("uint8_t[32]")
+    lib.es_hmac_key(h, key, klen)
+    lib.es_hmac_start(h)
+    lib.es_hmac_update(h, msg, len(msg))
+    lib.es_hmac_finish(h, out)
+    assert bytes(out) == hmac.new(key, msg, hashlib.sha256).digest()
+
+
+@pytest.mark.parametrize("seed", [b"", b"short", b"exactly-16-bytes", b"a much longer seed of many bytes"])
+def test_below_stream_matches_byte_source(ffi_lib, seed):
+    """es_below draws the same numbers from the same DRBG bytes, for m across
+    every byte width up to 2**64 - 1 (the rejection thresholds differ per m)."""
+    ffi, lib = ffi_lib
+    d = ffi.new("es_drbg_t *")
+    lib.es_drbg_seeded(d, seed, len(seed))
+    src = seeded_source(seed)
+    ms = [1, 2, 3, 255, 256, 257, 1000, 65535, 65537, 10 ** 9, 2 ** 40 + 3, 2 ** 56 + 1,
+          2 ** 63 + 5, 2 ** 64 - 1] * 20
+    assert [lib.es_below(d, m) for m in ms] == [src.below(m) for m in ms]
+    assert d.err == 0
+
+
+@pytest.mark.parametrize("num,den", [(1, 1), (3, 2), (100, 7), (1 << 20, 3), (2 ** 53, 2 ** 31 + 1)])
+def test_dlap_matches_python_sampler(ffi_lib, num, den):
+    ffi, lib = ffi_lib
+    d = ffi.new("es_drbg_t *")
+    lib.es_drbg_seeded(d, b"dlap-test", 9)
+    src = seeded_source(b"dlap-test")
+    got = [lib.es_dlap(d, num, den) for _ in range(500)]
+    assert got == [discrete_laplace(src, num, den) for _ in range(500)]
+    assert d.err == 0
+    assert len(set(got)) > 5  # a real spread, not a constant
+
+
+def test_hash_params_match_derive_params(ffi_lib):
+    cfg = privhp_config(d=2, r=16, k=64, w=256, j=3, sketch="cs", hash_seed="hash-seed-é")
+    a = native.NativeAgent(cfg, seed=b"x")
+    st = a._state
+    n = (16 - 6) * 3 * 8
+    assert list(st.hash[0:n]) == derive_params("hash-seed-é".encode(), n)
+
+
+def _frames(cfg, data, seed, key):
+    cfg = with_names(cfg, ["c%d" % i for i in range(data.shape[1])])
+    rows = as_readings(data, cfg)
+    kw = dict(seed=seed, device_id="dev-native", epoch=5, key=key)
+    py = bytes(run_cpython(cfg, rows, **kw))
+    batch = native.run_native(cfg, data, block=777, **kw)   # several batch calls
+    one = native.NativeAgent(cfg, **kw)
+    for x in rows:
+        one.update(x)
+    return cfg, rows, py, batch, one.release()
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_native_frames_identical_to_cpython(case):
+    name, cfg, data, seed, key = case
+    _, _, py, batch, single = _frames(cfg, data, seed, key)
+    assert batch == py
+    assert single == py
+    assert (py[-34:-32] == b"\xc4\x20") == (key is not None)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_micropython_frames_identical_to_native(case):
+    if shutil.which("micropython") is None:
+        pytest.skip("no `micropython` on PATH (pip install 'edgesynth[test]')")
+    from host_tools.mp_runtime import run_micropython
+    name, cfg, data, seed, key = case
+    cfg, rows, py, batch, _ = _frames(cfg, data, seed, key)
+    mp = run_micropython(cfg, rows, 256 * 1024, seed=seed, device_id="dev-native", epoch=5, key=key)
+    assert bytes(mp) == batch == py
+
+
+def test_seed_changes_noise_and_release_repeats():
+    cfg = privhp_config(d=2, r=10, k=8, w=32, j=2, lo=[0, 0], hi=[100, 100])
+    a = native.NativeAgent(cfg, seed=b"one")
+    b = native.NativeAgent(cfg, seed=b"two")
+    fa, fb = a.release(), b.release()
+    assert fa != fb and len(fa) == len(fb)
+    assert a.release() == fa               # a resend is byte-identical
+    with pytest.raises(SealedError):
+        a.update((1, 2))
+    with pytest.raises(SealedError):
+        a.update_rows(np.zeros((3, 2)))
+
+
+def test_platform_entropy_gives_fresh_noise():
+    cfg = privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10])
+    assert native.NativeAgent(cfg).release() != native.NativeAgent(cfg).release()
+
+
+def test_bad_configs_raise_config_error():
+    cfg = privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10])
+    bad = privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10])
+    bad["mechanisms"][0]["w"] = 24
+    with pytest.raises(ConfigError, match="power of two"):
+        native.NativeAgent(bad, seed=b"x")
+    bad = privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[2 ** 60], hi=[2 ** 60 + 10])
+    with pytest.raises(ConfigError, match="2\\*\\*53"):
+        native.NativeAgent(bad, seed=b"x")
+    bad = dict(cfg, epsilon=[2, 1])
+    with pytest.raises(ConfigError, match="add up"):
+        native.NativeAgent(bad, seed=b"x")
+    two = dict(cfg, mechanisms=cfg["mechanisms"] * 2)
+    with pytest.raises(ConfigError, match="exactly one privhp"):
+        native.NativeAgent(two, seed=b"x")
+
+
+def test_noise_scale_cap_refused_like_python():
+    """A level whose scale q/p exceeds 2**22 is refused by both agents."""
+    cfg = privhp_config(d=1, r=4, k=2, w=16, j=1, lo=[0], hi=[10])
+    m = cfg["mechanisms"][0]
+    m["sigma"] = [x * (1 << 23) for x in m["sigma"]]
+    m["sigma"][0] = 1
+    m["clamp_p"] *= 1 << 23
+    m["q"] *= 1 << 23
+    total = sum(m["sigma"]) + m["clamp_p"]
+    from math import gcd
+    g = gcd(total, m["q"])
+    cfg["epsilon"] = [total // g, m["q"] // g]
+    with pytest.raises(ConfigError):
+        agent.Agent(cfg, seed=b"x")
+    with pytest.raises(ConfigError, match="2\\*\\*22"):
+        native.NativeAgent(cfg, seed=b"x")
+
+
+def test_includedir_ships_the_core():
+    import os
+    inc = native.includedir()
+    for f in ("es_core.h", "es_privhp.c", "es_dlap.c", "es_drbg.c", "es_sha256.c", "es_msgpack.c"):
+        assert os.path.isfile(os.path.join(inc, f))
+
+
+def test_fallback_warns_and_gives_the_same_frame(monkeypatch):
+    name, cfg, data, seed, key = CASES[1]
+    cfg = with_names(cfg, ["c0"])
+    want = native.run_native(cfg, data, seed=seed, key=key)
+    monkeypatch.setattr(native, "lib", None)
+    with pytest.warns(RuntimeWarning, match="not built"):
+        got = native.run_native(cfg, data, seed=seed, key=key)
+    assert got == want
