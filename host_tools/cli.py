@@ -222,9 +222,10 @@ def _parse_size(text, what):
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
 @click.option("--columns", required=True, help="Columns to feed, in channel order, comma separated.")
 @click.option("--runtime", default="cpython", show_default=True,
-              type=click.Choice(["cpython", "numpy", "micropython"]),
+              type=click.Choice(["cpython", "numpy", "micropython", "native"]),
               help="Where the agent runs: cpython (its own code, per reading), numpy (vectorised, same "
-                   "bytes) or micropython (the MicroPython unix port with a capped heap).")
+                   "bytes), micropython (the MicroPython unix port with a capped heap) or native (the "
+                   "C core agent/c through cffi, batch calls).")
 @click.option("--heap", default="256K", show_default=True,
               help="MicroPython heap as a 32-bit-equivalent size (e.g. 32K); micropython runtime only.")
 @click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")

@@ -239,12 +239,12 @@ class FallbackAgent:
         return bytes(self._a.release())
 
 
-def run_native(cfg, data, seed=None, device_id="device", epoch=0, key=None, progress=None,
+def run_native(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None, progress=None,
                block=1 << 16):
     """Frame bytes of the C core fed ``data`` (n, d) in batch calls."""
     from host_tools.errors import InputError
     try:
-        a = NativeAgent(cfg, seed=seed, device_id=device_id, epoch=epoch, key=key)
+        a = NativeAgent(cfg, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key)
     except ConfigError as e:
         raise InputError("invalid device config: %s" % e)
     for start in range(0, len(data), block):

@@ -17,7 +17,7 @@ import agent
 from agent.errors import ConfigError
 from host_tools.errors import InputError
 
-RUNTIMES = ("cpython", "numpy", "micropython")
+RUNTIMES = ("cpython", "numpy", "micropython", "native")
 DEFAULT_HEAP = 256 * 1024  # bytes of 32-bit-equivalent MicroPython heap
 BLOCK = 4096
 
@@ -107,6 +107,10 @@ def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device
     if runtime == "numpy":
         return run_numpy(cfg, data, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
                          progress=progress)
+    if runtime == "native":  # agent/c through cffi (host_tools/native.py)
+        from host_tools.native import run_native
+        return run_native(cfg, data, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
+                          progress=progress)
     rows = as_readings(data, cfg)
     if runtime == "micropython":
         from host_tools.mp_runtime import run_micropython

@@ -192,3 +192,20 @@ def test_fallback_warns_and_gives_the_same_frame(monkeypatch):
     with pytest.warns(RuntimeWarning, match="not built"):
         got = native.run_native(cfg, data, seed=seed, key=key)
     assert got == want
+
+
+def test_cli_simulate_native_matches_cpython(tmp_path):
+    import json
+    from click.testing import CliRunner
+    from host_tools.cli import main
+    name, cfg, data, seed, key = CASES[3]
+    (tmp_path / "dev.json").write_text(json.dumps(cfg))
+    np.savetxt(tmp_path / "r.csv", data, delimiter=",", header="a,b", comments="", fmt="%d")
+    out = {}
+    for rt in ("cpython", "native"):
+        res = CliRunner().invoke(main, ["simulate", "--config", str(tmp_path / "dev.json"), "--input",
+                                        str(tmp_path / "r.csv"), "--columns", "a,b", "--runtime", rt,
+                                        "--seed", seed.hex(), "-o", str(tmp_path / (rt + ".bin"))])
+        assert res.exit_code == 0, res.output
+        out[rt] = (tmp_path / (rt + ".bin")).read_bytes()
+    assert out["native"] == out["cpython"]
