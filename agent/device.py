@@ -13,17 +13,19 @@ The agent works in three phases (construct, update, release) and on
 MicroPython keeps only the current phase's code on the heap
 (firmware_shims/memory.py), so a small device holds counters plus one phase.
 """
+from agent.cdf import CDF
 from agent.errors import ConfigError, SealedError
 from agent.privhp import PrivHP
+from agent.profile import Profile
 from firmware_shims.memory import unload
 
 FORMAT = 1
 MAGIC = b"ESF1"
-MECHANISMS = {"privhp": PrivHP}
+MECHANISMS = {"privhp": PrivHP, "cdf": CDF, "profile": Profile}
 MAX_MECHANISMS = 8
 RELATIONS = {"add-remove": 1, "replace": 2}  # noise scale factor per relation
-CONSTRUCTION = ("agent.privhp_build", "agent.dlap", "firmware_shims.drbg",
-                "firmware_shims.entropy", "firmware_shims.hmac256")
+CONSTRUCTION = ("agent.privhp_build", "agent.cdf_build", "agent.profile_build", "agent.spec",
+                "agent.dlap", "firmware_shims.drbg", "firmware_shims.entropy", "firmware_shims.hmac256")
 PAYLOAD_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")
 
 
@@ -82,8 +84,11 @@ class Agent:
             m.prepare_release()
         self._sink = None
         self.sealed = False
+        # each mechanism reads its own columns of the reading (cfg "inputs")
+        self.inputs, self._routes = _routes(cfg, self.mechs)
         # the single-mechanism case is the hot path: bind its update directly
-        self.update = self.mechs[0].update if len(self.mechs) == 1 else self._update_all
+        one = len(self.mechs) == 1 and self._routes[0][1] is None
+        self.update = self.mechs[0].update if one else self._update_all
 
     def _check_budget(self):
         num, den = 0, 1
@@ -95,8 +100,13 @@ class Agent:
                               % (num, den, self.eps[0], self.eps[1]))
 
     def _update_all(self, x):
-        for m in self.mechs:
-            m.update(x)
+        for up, cols, buf in self._routes:
+            if cols is None:
+                up(x)
+            else:  # this mechanism's columns, copied into its preallocated list
+                for k in range(len(cols)):
+                    buf[k] = x[cols[k]]
+                up(buf)
 
     def update_many(self, rows):
         """Count every reading in ``rows`` (any iterable of d-sequences)."""
@@ -213,6 +223,41 @@ def _build(specs, seed, factor):
     for m in mechs:
         m.draw_noise(rng)
     return mechs
+
+
+def _routes(cfg, mechs):
+    """The reading layout and, per mechanism, (update, column indices or None
+    when it reads the whole reading in order, preallocated list).
+
+    A reading holds the columns ``cfg["inputs"]`` in that order; without it,
+    every mechanism's ``names`` in order of first appearance. A mechanism
+    reads the columns its ``names`` list.
+    """
+    inputs = cfg.get("inputs")
+    if inputs is None:
+        inputs = []
+        for m in mechs:
+            for nm in m.names:
+                if nm not in inputs:
+                    inputs.append(nm)
+    if not isinstance(inputs, list) or not inputs or len(inputs) > 64:
+        raise ConfigError("inputs must list 1..64 column names")
+    for i in range(len(inputs)):
+        if not isinstance(inputs[i], str) or inputs[i] in inputs[:i]:
+            raise ConfigError("inputs must list distinct column names")
+    routes = []
+    for m in mechs:
+        cols = []
+        for nm in m.names:
+            if nm not in inputs:
+                raise ConfigError("a %s mechanism reads column %r, which is not among the inputs %r"
+                                  % (m.kind, nm, inputs))
+            cols.append(inputs.index(nm))
+        if cols == list(range(len(cols))):
+            routes.append((m.update, None, None))
+        else:
+            routes.append((m.update, tuple(cols), [0] * len(cols)))
+    return inputs, routes
 
 
 def _frame_size(id_len, payload, tagged):

@@ -136,11 +136,17 @@ def _jsonable(o):
 
 # --------------------------------------------------------------------- plan
 @main.command()
-@click.option("--bounds", required=True, help="Public per-channel range LO:HI[,LO:HI...]; never read it off the data.")
+@click.option("--bounds", default=None, help="Public per-channel range LO:HI[,LO:HI...]; never read it off the data "
+                                            "(privhp, cdf).")
 @click.option("--epsilon", required=True, help="Privacy budget per reading, e.g. 1, 0.5 or 1/3.")
-@click.option("--ram", required=True, help="RAM the agent may use on the device, in bytes (suffix K or M allowed).")
-@click.option("--mechanism", default="privhp", show_default=True, type=click.Choice(["privhp"]),
-              help="Summary kept on the device.")
+@click.option("--ram", default=None, help="RAM the agent may use on the device, in bytes (suffix K or M allowed; "
+                                         "privhp).")
+@click.option("--mechanism", default="privhp", show_default=True, type=click.Choice(["privhp", "cdf", "profile"]),
+              help="Summary kept on the device (cdf: docs/cdf.md, profile: docs/profile.md).")
+@click.option("--bins", default=None, type=click.IntRange(2, 1 << 24), help="cdf: bins K per channel.")
+@click.option("--branching", default=None, help="cdf: tree branching n1,n2,... (default: searched).")
+@click.option("--domain", default=None, help="profile: dense ids LO:HI (LO <= id < HI).")
+@click.option("--cap", default=None, type=click.IntRange(1, 1 << 24), help="profile: public cap on one id's count.")
 @click.option("--names", default=None, help="Channel names, comma separated (default x0,x1,...).")
 @click.option("--n-max", default=10 ** 6, show_default=True, type=click.IntRange(2, 2 ** 29),
               help="Public upper bound on readings per release; sets the tree depth.")
@@ -157,8 +163,8 @@ def _jsonable(o):
               help="What runs the agent on the device; sets the RAM counted beyond the counters.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Config file to write (JSON).")
-def plan(bounds, epsilon, ram, mechanism, names, n_max, sketch, j, clamp_share, uniform_split, hash_seed,
-         relation, device_runtime, as_json, output):
+def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, names, n_max, sketch, j, clamp_share,
+         uniform_split, hash_seed, relation, device_runtime, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
@@ -167,6 +173,14 @@ def plan(bounds, epsilon, ram, mechanism, names, n_max, sketch, j, clamp_share, 
     from host_tools.budget import parse_epsilon
     from host_tools.plan import parse_bounds, plan_privhp
     eps = parse_epsilon(epsilon)
+    if mechanism != "privhp":
+        from host_tools.plan_sketches import plan_command
+        plan_command(mechanism, eps, bounds=bounds, bins=bins, branching=branching, domain=domain, cap=cap,
+                     names=_columns(names) if names else None, relation=relation, output=output,
+                     as_json=as_json, echo=click.echo, echo_json=_echo_json)
+        return
+    if bounds is None or ram is None:
+        raise InputError("--mechanism privhp needs --bounds and --ram")
     ram_bytes = _parse_size(ram, "--ram")
     lo, hi = parse_bounds(bounds)
     name_list = _columns(names) if names else None
@@ -190,6 +204,16 @@ def plan(bounds, epsilon, ram, mechanism, names, n_max, sketch, j, clamp_share, 
         click.echo("wrote %s: privhp r=%d k=%d w=%d j=%d %s; counters %d B, expected peak %d B of %d B"
                    % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
                       p["expected_peak_bytes"], ram_bytes))
+
+
+@main.command()
+@click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Combined config to write.")
+def combine(configs, output):
+    """Put the mechanisms of several configs on one device: epsilon adds up,
+    one release carries every mechanism's state (each reads its own columns)."""
+    from host_tools.plan_sketches import combine_files
+    click.echo(combine_files(configs, output))
 
 
 def parse_share(text):
@@ -283,14 +307,17 @@ def simulate(config_path, input_path, columns, runtime, heap, seed, device_id, e
               help="Assemble the frames of an ingest store instead of frame files.")
 @click.option("--device", "devices", multiple=True, help="With --store: only this device (repeatable).")
 @click.option("--config-hash", default=None, help="With --store: only frames of this configuration id.")
+@click.option("--mechanism", default=None, type=click.Choice(["privhp", "cdf", "profile"]),
+              help="Which mechanism's states to assemble (default: the only one present).")
+@click.option("--force-sum", is_flag=True,
+              help="profile: sum sketches of the same ids anyway (error grows as kappa**k).")
 @click.option("--json", "as_json", is_flag=True, help="Print the generator summary as JSON.")
-def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, as_json):
+def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, mechanism, force_sum, as_json):
     """Verify release frames, merge those of one configuration, and build a generator.
 
     Frames come from files (RELEASES) or from an ingest store (--store), whose
     frames were verified when they were stored.
     """
-    from host_tools.assemble import assemble_privhp
     from host_tools.frames import read_frames
     if bool(releases) == bool(store_path):
         raise InputError("give frame files or --store, not both and not neither")
@@ -305,12 +332,16 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
         rels = []
         for path in releases:
             rels.extend(read_frames(path, key_for=key_for, require_tag=require_tag))
-    gen = assemble_privhp(rels)
+    from host_tools.generators import assemble as assemble_any
+    gen = assemble_any(rels, mechanism, force_sum)
     if output:
         _write_bytes(output, gen.to_bytes())
     summary = gen.summary()
     if as_json:
         _echo_json(summary)
+    elif summary.get("mechanism") in ("cdf", "profile"):
+        from host_tools.plan_sketches import assemble_line
+        click.echo(assemble_line(summary, output))
     else:
         click.echo("generator from %d frame(s) of %s: %d leaves, depth %d..%d, epsilon %s per reading%s"
                    % (summary["frames"], ", ".join(summary["devices"]), summary["leaves"],
@@ -321,13 +352,13 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
 
 
 def _load_generator(path):
-    from host_tools.generator import Generator
+    from host_tools.generators import load_generator
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as e:
         raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
-    return Generator.from_bytes(data, path)
+    return load_generator(data, path)
 
 
 # ------------------------------------------------------------------- sample

@@ -14,14 +14,16 @@ import msgpack
 
 from host_tools.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
 from agent.privhp_build import MAX_COUNTERS
+from host_tools.cdf_wire import CDFState
 from host_tools.privhp_wire import PrivHPState
+from host_tools.profile_wire import ProfileState
 
 MAGIC = b"ESF1"
 FORMAT = 1
 MAX_PAYLOAD = 4 * MAX_COUNTERS + (1 << 20)  # bytes: the largest state a config allows, plus room
 MAX_DEVICE_ID = 64
 RELATIONS = ("add-remove", "replace")
-KINDS = {"privhp": PrivHPState}
+KINDS = {"privhp": PrivHPState, "cdf": CDFState, "profile": ProfileState}
 TOP_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")
 
 

@@ -22,9 +22,9 @@ def describe(path, key=None):
         return _frames(path, data, key)
     if data.lstrip()[:1] == b"{":
         return _config(path, data)
-    from host_tools.generator import Generator
+    from host_tools.generators import load_generator
     try:
-        gen = Generator.from_bytes(data, path)
+        gen = load_generator(data, path)
     except InputError:
         raise InputError("%s: not a frame file, generator or device config" % path)
     return {"file": path, "type": "generator", **gen.summary()}
@@ -37,6 +37,9 @@ def _frames(path, data, key):
         for i, rel in enumerate(iter_frames(data, key_for=key_for)):
             mechs = []
             for m in rel.mechs:
+                if hasattr(m, "describe"):  # cdf, profile
+                    mechs.append(m.describe())
+                    continue
                 mechs.append({"kind": m.kind, "channels": m.names, "lo": m.lo.tolist(), "hi": m.hi.tolist(),
                               "r": m.r, "k": m.k, "L": m.L, "w": m.w, "j": m.j, "sketch": m.sketch,
                               "epsilon": "%d/%d" % m.budget, "noisy_root": int(m.tree[0]),

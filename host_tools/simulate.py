@@ -36,21 +36,64 @@ def load_config(path):
     return cfg
 
 
+def _channels(m):
+    """Input columns a mechanism spec reads (a profile reads one id column)."""
+    return len(m["lo"]) if isinstance(m.get("lo"), list) else 1
+
+
 def with_names(cfg, columns):
-    """A copy of ``cfg`` whose mechanisms carry ``columns`` as channel names."""
+    """A copy of ``cfg`` whose readings hold ``columns`` in order ("inputs").
+
+    One mechanism: it reads all of them, as its channel names. Several: each
+    reads the columns its own ``names`` list, which must be among ``columns``.
+    """
     out = json.loads(json.dumps(cfg))
-    for m in out["mechanisms"]:
-        d = len(m.get("lo", []))
+    mechs = out["mechanisms"]
+    if len(mechs) == 1:
+        d = _channels(mechs[0])
         if d != len(columns):
             raise InputError("config has %d channels but %d columns were given" % (d, len(columns)))
-        m["names"] = list(columns)
+        mechs[0]["names"] = list(columns)
+    else:
+        for i, m in enumerate(mechs):
+            missing = [c for c in m.get("names") or [] if c not in columns]
+            if not m.get("names") or missing:
+                raise InputError("mechanism %d (%s) reads columns %s; --columns must name them"
+                                 % (i, m.get("kind"), m.get("names")))
+    out["inputs"] = list(columns)
     return out
+
+
+def _int_columns(cfg):
+    """Per reading column: pass it as int (every reader has integer bounds
+    there, or is a profile reading ids), else as float."""
+    inputs = cfg.get("inputs")
+    if inputs is None:
+        m = cfg["mechanisms"][0]
+        return [isinstance(a, int) and isinstance(b, int) for a, b in zip(m["lo"], m["hi"])]
+    flags = [True] * len(inputs)
+    for m in cfg["mechanisms"]:
+        for i, name in enumerate(m.get("names") or []):
+            if name in inputs and m.get("kind") != "profile":
+                a, b = m["lo"][i], m["hi"][i]
+                flags[inputs.index(name)] &= isinstance(a, int) and isinstance(b, int)
+    return flags
+
+
+def _id_columns(cfg):
+    inputs = cfg.get("inputs") or []
+    return {inputs.index(n) for m in cfg["mechanisms"] if m.get("kind") == "profile"
+            for n in m.get("names") or [] if n in inputs}
 
 
 def as_readings(data, cfg):
     """Rows as tuples of int (integer channels with integral values) or float."""
-    m = cfg["mechanisms"][0]
-    int_ch = [isinstance(a, int) and isinstance(b, int) for a, b in zip(m["lo"], m["hi"])]
+    int_ch = _int_columns(cfg)
+    for i in _id_columns(cfg):
+        c = data[:, i]
+        if not (np.all(c == np.floor(c)) and np.all(np.abs(c) < 2 ** 31)):
+            raise InputError("column %r holds ids for a profile: they must be integers"
+                             % cfg["inputs"][i])
     cols = []
     for i in range(data.shape[1]):
         c = data[:, i]
@@ -64,7 +107,11 @@ def as_readings(data, cfg):
 def clamped_fraction(data, cfg):
     """Fraction of rows with a value outside the config's box (host-side notice only)."""
     m = cfg["mechanisms"][0]
+    if not isinstance(m.get("lo"), list):
+        return 0.0
     lo, hi = np.array(m["lo"], float), np.array(m["hi"], float)
+    if lo.size != data.shape[1]:
+        return 0.0
     return float(np.mean(np.any((data < lo) | (data > hi), axis=1)))
 
 
@@ -90,9 +137,14 @@ def run_numpy(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None
         a = agent.Agent(cfg, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key)
     except ConfigError as e:
         raise InputError("invalid device config: %s" % e)
+    from host_tools.sketch_ingest import ingest_any
     for start in range(0, len(data), BLOCK):
-        for m in a.mechs:
-            ingest(m, data[start:start + BLOCK])
+        block = data[start:start + BLOCK]
+        for m, (_, cols, _) in zip(a.mechs, a._routes):
+            if m.kind == "privhp" and cols is None:
+                ingest(m, block)
+            else:
+                ingest_any(m, block if cols is None else block[:, list(cols)])
         if progress:
             progress(min(BLOCK, len(data) - start))
     return a.release()

@@ -1,0 +1,58 @@
+"""Profile sketch: a noisy counter per id of a public dense domain [lo, hi).
+
+Wu and Pagh, "Profile reconstruction from private sketches" (notes/profile-
+reconstruction.md). Every counter is born with exact discrete Laplace noise
+(agent/profile_build.py); a reading is one id, and its counter is incremented
+unless it has reached the public cap U, so a counter holds min(h + Z, U):
+saturating from above is post-processing of h + Z, and the host unfolds it.
+Counters are never clipped from below. Ids outside the domain are ignored
+(the domain is public, so dropping them is a public map). The host recovers
+how many ids were seen exactly t times, t = 0..U (host_tools/profile_invert.py).
+"""
+from agent.errors import SealedError
+
+KIND = "profile"
+
+
+class Profile:
+    """Noisy per-id counters (see module docstring); ``factor`` as for PrivHP."""
+
+    kind = KIND
+    sealed = False
+
+    def __init__(self, spec, factor=1):
+        from agent.profile_build import setup
+        setup(self, spec, factor)
+
+    def draw_noise(self, rng):
+        from agent.profile_build import draw_noise
+        draw_noise(self, rng)
+
+    def prepare_release(self):
+        from agent.profile_release import prepare
+        prepare()
+
+    def budget(self):
+        """(numerator, denominator) of the epsilon this state spends."""
+        return self.p, self.q
+
+    def update(self, x):
+        """Count one reading: ``x[0]`` is an integer id. Allocates nothing;
+        values stay below cap + |noise| < 2**30."""
+        if self.sealed:
+            raise SealedError("state was released; start a new epoch with fresh noise")
+        i = x[0] - self.lo
+        if 0 <= i < self.n:
+            ctr = self.ctr
+            if ctr[i] < self.cap:
+                ctr[i] += 1
+
+    def encode(self, enc):
+        from agent.profile_release import encode
+        encode(self, enc)
+
+    def counters(self):
+        return [self.ctr]
+
+    def counter_bytes(self):
+        return 4 * self.n

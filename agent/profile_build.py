@@ -1,0 +1,51 @@
+"""Construction phase of the profile sketch: validate the public spec, allocate
+one counter per id of the public domain and draw its noise before any reading.
+
+Unloaded on MicroPython once the state is built (firmware_shims/memory.py).
+"""
+from array import array
+
+from agent.errors import ConfigError
+from agent.spec import MAX_Q, check_scale, fill_noise, int_field, names_field
+
+KIND = "profile"
+MAX_IDS = 1 << 24        # counters; the domain itself may sit anywhere below 2**29
+MAX_ID = (1 << 29) - 1
+MAX_CAP = 1 << 24        # cap + noise stays far below 2**30
+
+
+def setup(m, spec, factor):
+    """Fill Profile object ``m`` from ``spec`` and allocate its counters."""
+    m.names = names_field(spec, KIND, 1, ["id"])
+    lo = int_field(spec, KIND, "lo", 0, MAX_ID)
+    hi = int_field(spec, KIND, "hi", 1, MAX_ID + 1)
+    if not 0 < hi - lo <= MAX_IDS:
+        raise ConfigError("profile domain [lo, hi) must hold 1..%d ids, got [%d, %d)" % (MAX_IDS, lo, hi))
+    m.lo, m.hi, m.n = lo, hi, hi - lo
+    m.cap = int_field(spec, KIND, "cap", 1, MAX_CAP)
+    m.q = int_field(spec, KIND, "q", 1, MAX_Q)
+    m.p = int_field(spec, KIND, "p", 1, MAX_Q)
+    m.factor = factor
+    m.name_bytes = [s.encode() for s in m.names]
+    m.ctr = array("i", range(m.n))  # one block, allocated once; the noise overwrites every cell
+
+
+def draw_noise(m, rng):
+    """Discrete Laplace of scale factor * q / p on every counter, id order,
+    saturated at the cap.
+
+    One reading changes one counter by 1 (add/remove), so the counter vector
+    has l1 sensitivity ``factor`` and this noise makes it (p/q)-DP. The noise
+    is never clipped from below (notes/profile-reconstruction.md 7.3).
+    """
+    num = m.factor * m.q
+    check_scale(KIND, num, m.p)
+    ctr = m.ctr
+    fill_noise(ctr, rng, num, m.p)
+    # saturate the noise itself at the cap: each counter then holds min(h + Z, cap)
+    # at every moment, a post-processing of h + Z. A counter left above the cap
+    # would publish min(Z, .) differently for h and h + 1 and break the bound.
+    cap = m.cap
+    for i in range(len(ctr)):
+        if ctr[i] > cap:
+            ctr[i] = cap

@@ -1,0 +1,70 @@
+"""Shared checks for mechanism specs in a device config (construction phase).
+
+Small, allocation-light validators used by the CDF and profile builders; every
+failure is a ConfigError naming ``kind.field``.
+"""
+from agent.errors import ConfigError
+
+MAX_Q = 1 << 48
+MAX_SCALE = 1 << 22      # largest noise scale: |noise| >= 2**29 then has probability < e**-127
+NOISE_LIMIT = 1 << 29
+MAX_CHANNELS = 16
+
+
+def int_field(spec, kind, name, lo, hi):
+    """``spec[name]`` as an int in [lo, hi] (bool refused)."""
+    v = spec.get(name)
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo or v > hi:
+        raise ConfigError("%s.%s must be an integer in [%d, %d], got %r" % (kind, name, lo, hi, v))
+    return v
+
+
+def int_list(spec, kind, name, n, lo, hi):
+    """``spec[name]`` as a list of ``n`` ints in [lo, hi]."""
+    v = spec.get(name)
+    if not isinstance(v, list) or len(v) != n:
+        raise ConfigError("%s.%s must list %d integers" % (kind, name, n))
+    for i in range(n):
+        x = v[i]
+        if not isinstance(x, int) or isinstance(x, bool) or x < lo or x > hi:
+            raise ConfigError("%s.%s[%d] must be an integer in [%d, %d], got %r" % (kind, name, i, lo, hi, x))
+    return v
+
+
+def names_field(spec, kind, n, default):
+    """Channel (input column) names: ``n`` short strings; ``default`` when absent."""
+    names = spec.get("names")
+    if names is None:
+        names = default
+    if not isinstance(names, list) or len(names) != n:
+        raise ConfigError("%s.names must list %d short name(s)" % (kind, n))
+    for s in names:
+        if not isinstance(s, str) or not 0 < len(s) <= 64:
+            raise ConfigError("%s.names must list %d short name(s)" % (kind, n))
+    return names
+
+
+def number(v, what):
+    """A finite int or float (bool refused)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError("%s must be a number, got %r" % (what, v))
+    if isinstance(v, float) and not (v - v == 0.0):  # rejects nan and +-inf
+        raise ConfigError("%s must be finite, got %r" % (what, v))
+    return v
+
+
+def check_scale(kind, scale_num, scale_den):
+    """Refuse a noise scale above MAX_SCALE (a budget share that is too small)."""
+    if scale_num > scale_den * MAX_SCALE:
+        raise ConfigError("%s: noise scale %d/%d exceeds 2**22; its budget share is too small"
+                          % (kind, scale_num, scale_den))
+
+
+def fill_noise(tab, rng, scale_num, scale_den):
+    """Every cell of ``tab`` := one exact discrete Laplace draw of scale num/den."""
+    from agent.dlap import discrete_laplace
+    for i in range(len(tab)):
+        z = discrete_laplace(rng, scale_num, scale_den)
+        if z >= NOISE_LIMIT or z <= -NOISE_LIMIT:  # unreachable: scales are capped
+            raise ConfigError("noise draw out of range")
+        tab[i] = z

@@ -1,0 +1,57 @@
+"""Generator files of every kind: load by kind, assemble by mechanism.
+
+``edgesynth sample`` and ``inspect`` load any generator through
+``load_generator``; ``edgesynth assemble`` builds one through ``assemble``.
+Each kind lives in its own module (PrivHP: generator.py; CDF:
+cdf_generator.py; profile: profile_result.py).
+"""
+import msgpack
+
+from host_tools.errors import InputError, MergeError
+
+MECHANISMS = ("privhp", "cdf", "profile")
+
+
+def _classes():
+    from host_tools.cdf_generator import KIND as CDF_KIND, CDFGenerator
+    from host_tools.generator import KIND as HP_KIND, Generator
+    from host_tools.profile_result import KIND as PR_KIND, ProfileResult
+    return {HP_KIND: Generator, CDF_KIND: CDFGenerator, PR_KIND: ProfileResult}
+
+
+def load_generator(data, source="generator"):
+    """The generator object saved in ``data``, whatever its kind."""
+    try:
+        kind = msgpack.unpackb(data, raw=False, max_bin_len=len(data), max_str_len=1 << 16,
+                               max_array_len=1 << 24, max_map_len=1024, max_ext_len=0,
+                               strict_map_key=False).get("kind")
+    except Exception:
+        kind = None
+    cls = _classes().get(kind)
+    if cls is None:
+        raise InputError("%s is not an edgesynth generator (assemble writes one)" % source)
+    return cls.from_bytes(data, source)
+
+
+def kinds_in(releases):
+    return sorted({m.kind for rel in releases for m in rel.mechs})
+
+
+def assemble(releases, mechanism=None, force_sum=False):
+    """Build the generator of ``mechanism`` (default: the only kind present)."""
+    kinds = kinds_in(releases)
+    if mechanism is None:
+        if len(kinds) != 1:
+            raise MergeError("the releases carry several mechanisms (%s); choose one with --mechanism"
+                             % ", ".join(kinds))
+        mechanism = kinds[0]
+    if mechanism not in kinds:
+        raise MergeError("no %s state in the given releases (they carry %s)" % (mechanism, ", ".join(kinds)))
+    if mechanism == "cdf":
+        from host_tools.cdf_generator import assemble_cdf
+        return assemble_cdf(releases)
+    if mechanism == "profile":
+        from host_tools.profile_result import assemble_profile
+        return assemble_profile(releases, force=force_sum)
+    from host_tools.assemble import assemble_privhp
+    return assemble_privhp(releases)

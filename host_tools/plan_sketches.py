@@ -1,0 +1,104 @@
+"""CLI glue for the CDF and profile mechanisms: plan, combine, assemble lines."""
+import json
+from fractions import Fraction
+
+from host_tools.errors import InputError
+
+
+def _write_json(path, obj):
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    except OSError as e:
+        raise InputError("%s: cannot write (%s)" % (path, e.strerror or e))
+
+
+def plan_command(mechanism, eps, bounds=None, bins=None, branching=None, domain=None, cap=None, names=None,
+                 relation="add-remove", output=None, as_json=False, echo=print, echo_json=print):
+    """`edgesynth plan --mechanism cdf|profile`: build, write and describe the config."""
+    if mechanism == "cdf":
+        from host_tools.cdf_plan import plan_cdf
+        from host_tools.plan import parse_bounds
+        if bounds is None or bins is None:
+            raise InputError("--mechanism cdf needs --bounds and --bins")
+        lo, hi = parse_bounds(bounds)
+        br = None
+        if branching:
+            try:
+                br = [int(x) for x in branching.split(",")]
+            except ValueError:
+                raise InputError("--branching must list integers like 16,16, got %r" % branching)
+        cfg = plan_cdf(lo, hi, eps, bins, names=names, branching=br, relation=relation)
+        m = cfg["mechanisms"][0]
+        line = "wrote %s: cdf K=%d tree %s (K-bar %d), %d counters, %d B" % (
+            output, bins, "x".join(map(str, m["branching"])), cfg["plan"]["padded_leaves"],
+            cfg["plan"]["counter_bytes"] // 4, cfg["plan"]["counter_bytes"])
+    else:
+        from host_tools.profile_plan import parse_domain, plan_profile
+        if domain is None or cap is None:
+            raise InputError("--mechanism profile needs --domain and --cap")
+        lo, hi = parse_domain(domain)
+        cfg = plan_profile(lo, hi, cap, eps, names=names, relation=relation)
+        p = cfg["plan"]
+        line = "wrote %s: profile over %d ids, cap %d; counters %d B; expected l2 error ~ %.3g" % (
+            output, p["ids"], cap, p["counter_bytes"], p["expected_error_scale_l2"])
+    _write_json(output, cfg)
+    if as_json:
+        echo_json({**cfg["plan"], **{k: v for k, v in cfg["mechanisms"][0].items() if k != "sigma"},
+                   "config": output})
+    else:
+        echo(line)
+    return cfg
+
+
+def combine(cfgs):
+    """One device config holding every mechanism of ``cfgs`` (a list of dicts).
+
+    Budgets stay each mechanism's own exact fractions; the device epsilon is
+    their sum (sequential composition: every reading reaches every mechanism).
+    """
+    if len(cfgs) < 2:
+        raise InputError("combine needs at least two configs")
+    relations = {c.get("relation", "add-remove") for c in cfgs}
+    if len(relations) != 1:
+        raise InputError("configs use different neighbouring relations %s" % sorted(relations))
+    mechs, eps, plans = [], Fraction(0), []
+    for c in cfgs:
+        if c.get("format") != 1 or not isinstance(c.get("mechanisms"), list):
+            raise InputError("not an edgesynth device config")
+        e = c.get("epsilon")
+        eps += Fraction(e[0], e[1])
+        mechs.extend(c["mechanisms"])
+        plans.append(c.get("plan", {}))
+    if len(mechs) > 8:
+        raise InputError("a device holds at most 8 mechanisms")
+    return {"format": 1, "epsilon": [eps.numerator, eps.denominator], "relation": relations.pop(),
+            "mechanisms": mechs, "plan": {"combined": plans, "epsilon": str(eps)}}
+
+
+def combine_files(paths, output):
+    from host_tools.simulate import load_config
+    cfg = combine([load_config(p) for p in paths])
+    from agent.device import MECHANISMS, RELATIONS, _routes
+    from agent.errors import ConfigError
+    try:  # what the device would refuse (tables only: no noise is drawn here)
+        mechs = [MECHANISMS[m.get("kind")](m, RELATIONS[cfg["relation"]]) for m in cfg["mechanisms"]]
+        _routes(cfg, mechs)
+    except (ConfigError, KeyError) as e:
+        raise InputError("combined config is invalid: %s" % e)
+    _write_json(output, cfg)
+    names = []
+    for m in cfg["mechanisms"]:
+        names.append("%s(%s)" % (m["kind"], ",".join(m.get("names") or [])))
+    return "wrote %s: %s; epsilon %s" % (output, " + ".join(names), cfg["plan"]["epsilon"])
+
+
+def assemble_line(summary, output):
+    """One line describing an assembled CDF generator or profile."""
+    tail = "; wrote %s" % output if output else ""
+    if summary["mechanism"] == "cdf":
+        med = summary["quantiles"]["0.5"]
+        return "cdf generator from %d frame(s): K=%d, median %s, epsilon %s per reading%s" % (
+            summary["frames"], summary["bins"], med, summary["epsilon"], tail)
+    return "profile of %d ids from %d frame(s): distinct ~ %.1f, never seen %.3f, epsilon %s%s" % (
+        summary["ids"], summary["frames"], summary["distinct"], summary["never_seen"], summary["epsilon"], tail)

@@ -1,0 +1,136 @@
+"""Profile inversion (notes/profile-reconstruction.md 2.2-2.11, 5.3).
+
+From d noisy counters h + Z (Z discrete Laplace with ratio alpha, saturated at
+the public cap U) to the profile f[t] = (ids seen exactly t times) / d,
+t = 0..n with n = U (k U for k summed sketches):
+
+1. unfold saturated counters to U + Geo(alpha) (Lemma 4.1: memorylessness);
+2. noisy profile f~ over [-R, n + R], R = k tau, tau = ceil(ln(4d/beta)/eps);
+3. Algorithm 2: x0 = M^-1 f~ by FFT (M the circulant of the truncated noise
+   pmf), then the min-norm correction that puts mass 1 on [0, n], p in
+   {1, 2, inf}; lambda_min of M is checked;
+4. Algorithm 3: clip to [0, 1] and project onto the simplex.
+
+Tails P[count >= a] come from the telescoped three-tap inverse of the
+untruncated kernel (2.11): unbiased, with an error that does not grow with
+the width of the range. The naive estimate (the empirical profile of the
+clipped noisy counters) is returned beside it: its bias does not shrink with d.
+All of this is post-processing of the release.
+"""
+import math
+
+import numpy as np
+from scipy.fft import irfft, next_fast_len, rfft
+
+from host_tools.errors import EdgesynthError
+
+DEFAULT_BETA = 1e-3
+
+
+class InversionError(EdgesynthError):
+    """The noise matrix is not safely invertible for these parameters."""
+
+
+def unfold(counts, cap, alpha, rng):
+    """Counters at the cap become cap + G, G ~ Geo(alpha) on {0, 1, ...}:
+    then each has the law of the unsaturated h + Z (Lemma 4.1)."""
+    out = np.asarray(counts, dtype=np.int64).copy()
+    sat = out >= cap
+    out[sat] = cap + rng.geometric(1.0 - alpha, int(sat.sum())) - 1
+    return out
+
+
+def truncation(d, alpha, beta=DEFAULT_BETA):
+    """tau = ceil(ln(4d / beta) / eps): all d noises are within tau w.p. >= 1 - beta/2."""
+    return max(1, math.ceil(math.log(4 * d / beta) / -math.log(alpha)))
+
+
+def kernel(alpha, tau, k=1):
+    """The k-fold convolution of the discrete Laplace pmf truncated at tau,
+    normalised; length 2 k tau + 1, centred."""
+    j = np.arange(-tau, tau + 1)
+    base = alpha ** np.abs(j)
+    base /= base.sum()
+    out = base
+    for _ in range(k - 1):
+        out = np.convolve(out, base)
+    return out
+
+
+def invert(values, n, alpha, beta=DEFAULT_BETA, p=2, k=1):
+    """Algorithms 2 + 3 on unfolded noisy counts ``values`` (length d).
+
+    Returns (f-hat over t = 0..n, f~ over t = -R..n+R, diagnostics dict).
+    Raises InversionError when lambda_min <= 0.
+    """
+    values = np.asarray(values, dtype=np.int64)
+    d = values.size
+    tau = truncation(d, alpha, beta)
+    R = k * tau
+    m = next_fast_len(n + 2 * R + 1, real=True)
+    ft = np.bincount(np.clip(values, -R, n + R) + R, minlength=m).astype(float) / d
+    kern = kernel(alpha, tau, k)
+    c = np.zeros(m)
+    c[:R + 1] = kern[R:]
+    c[m - R:] = kern[:R]
+    lam = rfft(c).real
+    lam_min = float(lam.min())
+    if not lam_min > 0:
+        raise InversionError("noise matrix not invertible (lambda_min = %.3g): raise beta or epsilon" % lam_min)
+
+    def solve(y):
+        return irfft(rfft(y) / lam, n=m)
+
+    x0 = solve(ft)
+    b = np.zeros(m)
+    b[R:R + n + 1] = 1.0
+    w = solve(b)
+    delta = 1.0 - float(b @ x0)
+    if p == 2:
+        y = delta * w / float(w @ w)
+    elif p == 1:
+        y = np.zeros(m)
+        ks = int(np.argmax(np.abs(w)))
+        y[ks] = delta / w[ks]
+    elif p == "inf":
+        y = delta * np.sign(w) / float(np.abs(w).sum())
+    else:
+        raise ValueError("p must be 1, 2 or 'inf'")
+    fstar = x0 + solve(y)
+    fhat = project_simplex(np.clip(fstar[R:R + n + 1], 0.0, 1.0))
+    diag = {"tau": tau, "radius": R, "m": m, "lambda_min": lam_min, "kappa_eff": 1.0 / lam_min,
+            "delta": delta}
+    return fhat, ft[:n + 2 * R + 1], diag
+
+
+def project_simplex(g):
+    """Euclidean projection onto the probability simplex (Algorithm 3's
+    water-filling; also covers a sum below 1 from rounding)."""
+    u = np.sort(g)[::-1]
+    css = np.cumsum(u) - 1.0
+    r = np.nonzero(u - css / np.arange(1, u.size + 1) > 0)[0][-1]
+    theta = css[r] / (r + 1)
+    return np.maximum(g - theta, 0.0)
+
+
+def tails(ft, R, alpha, thresholds):
+    """P[count >= a] for each a by the telescoped three-tap estimator on f~
+    (indexed from t = -R): sum_{t>=a} f~[t] + alpha/(1-alpha)^2 (f~[a] - f~[a-1])."""
+    ft = np.asarray(ft, dtype=float)
+    suffix = np.cumsum(ft[::-1])[::-1]
+    g = alpha / (1.0 - alpha) ** 2
+    return {int(a): float(suffix[a + R] + g * (ft[a + R] - ft[a + R - 1])) for a in thresholds}
+
+
+def naive_profile(counts, n):
+    """The empirical profile of the noisy counters clipped to [0, n]."""
+    return np.bincount(np.clip(np.asarray(counts, dtype=np.int64), 0, n), minlength=n + 1) / len(counts)
+
+
+def thresholds(n):
+    """1, 2, 5, 10, 20, 50, ... up to n."""
+    out, base = [], 1
+    while base <= n:
+        out.extend(a for a in (base, 2 * base, 5 * base) if a <= n)
+        base *= 10
+    return out

@@ -1,0 +1,53 @@
+"""``edgesynth plan --mechanism profile``: the public parameters of a profile
+sketch over dense ids [LO, HI) with per-id cap U, and what to expect of it."""
+import math
+
+from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS
+from host_tools.errors import InputError
+from host_tools.profile_invert import truncation
+
+DEFAULT_NAME = "id"
+
+
+def parse_domain(text):
+    """'LO:HI' -> (lo, hi): integer ids lo <= id < hi."""
+    try:
+        lo, hi = (int(x) for x in str(text).split(":"))
+    except ValueError:
+        raise InputError("--domain must look like LO:HI with integer ids, got %r" % text)
+    if not 0 <= lo < hi <= MAX_ID + 1:
+        raise InputError("--domain needs 0 <= LO < HI <= 2**29, got %r" % text)
+    if hi - lo > MAX_IDS:
+        raise InputError("--domain holds %d ids; a device holds at most %d counters" % (hi - lo, MAX_IDS))
+    return lo, hi
+
+
+def plan_profile(lo, hi, cap, eps, names=None, relation="add-remove"):
+    """Public device config (JSON-ready dict) for a profile sketch."""
+    if not 1 <= cap <= MAX_CAP:
+        raise InputError("--cap must be in [1, %d]" % MAX_CAP)
+    names = names or [DEFAULT_NAME]
+    if len(names) != 1:
+        raise InputError("a profile reads one id column; %d names given" % len(names))
+    d = hi - lo
+    factor = 2 if relation == "replace" else 1
+    alpha = math.exp(-float(eps) / factor)
+    kappa = ((1 + alpha) / (1 - alpha)) ** 2
+    mech = {"kind": "profile", "names": list(names), "lo": lo, "hi": hi, "cap": cap,
+            "q": eps.denominator, "p": eps.numerator}
+    return {
+        "format": 1,
+        "epsilon": [eps.numerator, eps.denominator],
+        "relation": relation,
+        "mechanisms": [mech],
+        "plan": {
+            "mechanism": "profile",
+            "ids": d,
+            "counter_bytes": 4 * d,
+            "kappa": kappa,
+            "tau": truncation(d, alpha),
+            "expected_error_scale_l2": kappa / math.sqrt(d),
+            "note": "error ~ kappa/sqrt(d); size d from simulation, the worst-case bounds are 10-30x loose",
+            "epsilon": str(eps),
+        },
+    }
