@@ -1,0 +1,205 @@
+"""Profile sketch: device counters and saturation, unfolding, Algorithms 2-3,
+tails, naive vs fast, the exact LP, merge rules and the CLI path."""
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy.optimize import linprog
+
+import agent
+from host_tools.cli import main
+from host_tools.errors import MergeError
+from host_tools.frames import iter_frames
+from host_tools.profile_invert import invert, kernel, project_simplex, tails, unfold
+from host_tools.profile_plan import plan_profile
+from host_tools.profile_result import assemble_profile
+from host_tools.simulate import simulate
+
+
+def dlap(rng, alpha, size):
+    return rng.geometric(1 - alpha, size) - rng.geometric(1 - alpha, size)
+
+
+def noisy(h, eps, rng):
+    return h + dlap(rng, np.exp(-eps), h.size)
+
+
+def cfg_for(lo=0, hi=2000, cap=30, eps=Fraction(1)):
+    return plan_profile(lo, hi, cap, eps)
+
+
+# ------------------------------------------------------------------ device
+def test_device_counts_saturate_at_the_cap_and_ignore_other_ids():
+    cfg = cfg_for(100, 1100, cap=20)
+    rng = np.random.default_rng(0)
+    ids = np.concatenate([rng.integers(50, 1150, 6000), np.full(60, 500)])  # id 500 far above the cap
+    seed = b"profile-seed-000"
+    empty = next(iter_frames(simulate(cfg, np.zeros((0, 1)), ["id"], seed=seed))).mechs[0].counts
+    frame = simulate(cfg, ids[:, None].astype(float), ["id"], seed=seed)
+    assert simulate(cfg, ids[:, None].astype(float), ["id"], seed=seed, runtime="numpy") == frame
+    got = next(iter_frames(frame)).mechs[0].counts
+    h = np.bincount(ids[(ids >= 100) & (ids < 1100)] - 100, minlength=1000)
+    assert np.array_equal(got, np.minimum(empty + h, 20))  # min(h + Z, U): the noise itself is capped too
+    assert got.max() == 20 and got[400] == 20 and empty.min() < 0  # never clipped low
+
+
+def test_ids_must_be_integers_and_domain_checked():
+    from host_tools.errors import InputError
+    with pytest.raises(InputError, match="integers"):
+        simulate(cfg_for(), np.array([[1.5]]), ["id"], seed=b"s" * 16)
+    bad = cfg_for()
+    bad["mechanisms"][0]["p"] += 1
+    with pytest.raises(agent.ConfigError, match="add up"):
+        agent.Agent(bad, seed=b"s" * 16)
+
+
+# ------------------------------------------------------------------- host
+def test_unfolding_restores_the_unsaturated_law():
+    rng = np.random.default_rng(1)
+    alpha, cap, h = np.exp(-0.7), 3, 1
+    z = dlap(rng, alpha, 400000)
+    un = unfold(np.minimum(h + z, cap), cap, alpha, rng)
+    for v in range(-3, 9):
+        p = np.mean(h + z == v)
+        assert abs(np.mean(un == v) - p) < 4 * np.sqrt(2 * p * (1 - p) / z.size) + 1e-5
+
+
+def test_algorithm2_is_optimal_and_algorithm3_valid():
+    rng = np.random.default_rng(2)
+    d, n, eps = 20000, 12, 1.0
+    alpha = np.exp(-eps)
+    h = np.minimum(rng.poisson(2, d), n)
+    f = np.bincount(h, minlength=n + 1) / d
+    for p in (1, 2, "inf"):
+        fh, ft, diag = invert(noisy(h, eps, rng), n, alpha, p=p)
+        assert fh.min() >= 0 and abs(fh.sum() - 1) < 1e-12
+        assert abs(diag["kappa_eff"] / ((1 + alpha) / (1 - alpha)) ** 2 - 1) < 1e-3
+        assert np.abs(fh - f).sum() < 0.15
+    # delta is exactly the mass that M^-1 f~ (an independent FFT solve) puts outside [0, n]
+    fh, ft, diag = invert(noisy(h, eps, rng), n, alpha)
+    R, m = diag["radius"], diag["m"]
+    kern = kernel(alpha, diag["tau"])
+    from scipy.fft import irfft, rfft
+    c = np.zeros(m)
+    c[:R + 1], c[m - R:] = kern[R:], kern[:R]
+    ftm = np.zeros(m)
+    ftm[:ft.size] = ft
+    x0 = irfft(rfft(ftm) / rfft(c).real, n=m)
+    assert abs(x0[R:R + n + 1].sum() - 1 + diag["delta"]) < 1e-9
+    g = np.array([0.3, 1.4, -0.2, 0.5])
+    pr = project_simplex(g)
+    assert abs(pr.sum() - 1) < 1e-12 and pr.min() >= 0
+    assert np.allclose(pr, [0, 0.95, 0, 0.05])
+
+
+def _lp(ft, n, alpha, R, tau):
+    m = ft.size
+    kern = kernel(alpha, tau)
+    A = np.zeros((m, n + 1))
+    for t in range(n + 1):
+        A[t:t + 2 * R + 1, t] = kern
+    I = np.eye(m)
+    r = linprog(np.concatenate([np.zeros(n + 1), np.ones(m)]), A_ub=np.block([[A, -I], [-A, -I]]),
+                b_ub=np.concatenate([ft, -ft]), A_eq=np.concatenate([np.ones(n + 1), np.zeros(m)])[None],
+                b_eq=[1], bounds=[(0, 1)] * (n + 1) + [(0, None)] * m, method="highs")
+    assert r.status == 0
+    return r.x[:n + 1]
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0])
+def test_fast_is_within_ten_percent_of_the_exact_lp(eps):
+    """notes 4.2(b): Poisson(3), d = 20,000, n = 14, 10 repetitions, l1 error."""
+    rng = np.random.default_rng(0)
+    alpha = np.exp(-eps)
+    fast, exact = [], []
+    for _ in range(10):
+        h = np.minimum(rng.poisson(3, 20000), 14)
+        f = np.bincount(h, minlength=15) / h.size
+        fh, ft, diag = invert(noisy(h, eps, rng), 14, alpha)
+        fast.append(np.abs(fh - f).sum())
+        exact.append(np.abs(_lp(ft, 14, alpha, diag["radius"], diag["tau"]) - f).sum())
+    assert np.mean(fast) <= 1.10 * np.mean(exact), (np.mean(fast), np.mean(exact))
+
+
+def test_error_falls_as_one_over_sqrt_d():
+    rng = np.random.default_rng(3)
+    ds = [2 ** 12, 2 ** 14, 2 ** 16, 2 ** 18]
+    err = []
+    for d in ds:
+        e = []
+        for _ in range(8):
+            h = np.minimum(rng.poisson(2, d), 15)
+            fh, _, _ = invert(noisy(h, 1.0, rng), 15, np.exp(-1.0))
+            e.append(np.sqrt(((fh - np.bincount(h, minlength=16) / d) ** 2).sum()))
+        err.append(np.mean(e))
+    slope = np.polyfit(np.log(ds), np.log(err), 1)[0]
+    assert -0.65 < slope < -0.35, slope
+
+
+def test_naive_is_biased_the_inversion_and_tails_are_not():
+    rng = np.random.default_rng(4)
+    d, n, eps = 100000, 15, 1.0
+    alpha = np.exp(-eps)
+    h = np.minimum(rng.poisson(2, d), n)
+    f = np.bincount(h, minlength=n + 1) / d
+    fast0, naive0, tail2 = [], [], []
+    for _ in range(20):
+        v = noisy(h, eps, rng)
+        fh, ft, diag = invert(v, n, alpha)
+        fast0.append(fh[0] - f[0])
+        naive0.append(np.mean(np.clip(v, 0, n) == 0) - f[0])
+        tail2.append(tails(ft, diag["radius"], alpha, [2])[2] - (h >= 2).mean())
+    for errs, biased in ((fast0, False), (tail2, False), (naive0, True)):
+        se = np.std(errs, ddof=1) / np.sqrt(len(errs))
+        assert (abs(np.mean(errs)) > 10 * se + 0.01) == biased, (np.mean(errs), se)
+
+
+# ---------------------------------------------------------------- merging
+def _rel(lo, hi, dev, epoch=0, seed=b"x" * 16, ids=None):
+    cfg = cfg_for(lo, hi, cap=10)
+    ids = np.arange(lo, hi) if ids is None else ids
+    return next(iter_frames(simulate(cfg, ids[:, None].astype(float), ["id"], seed=seed, device_id=dev,
+                                     epoch=epoch)))
+
+
+def test_disjoint_domains_concatenate_same_ids_refused_unless_forced():
+    a, b = _rel(0, 3000, "a"), _rel(3000, 6000, "b", seed=b"y" * 16)
+    res = assemble_profile([a, b])
+    assert res.stats["ids"] == 6000 and res.stats["domains"] == [[0, 3000], [3000, 6000]]
+    assert res.stats["summed_sketches"] == 1 and res.profile[1] > 0.7  # every id seen once
+    again = _rel(0, 3000, "a", epoch=1, seed=b"z" * 16)
+    with pytest.raises(MergeError, match="kappa"):
+        assemble_profile([a, again])
+    res2 = assemble_profile([a, again], force=True)
+    kappa = res.stats["kappa"]
+    assert res2.stats["summed_sketches"] == 2 and res2.stats["error_growth"] == pytest.approx(kappa ** 2)
+    assert res2.stats["max_count"] == 20 and res2.profile[2] > 0.5  # each id seen once per epoch
+    with pytest.raises(MergeError, match="overlap"):
+        assemble_profile([a, _rel(1000, 4000, "c")])
+
+
+def test_cli_plan_simulate_assemble(tmp_path):
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 20000, 40000)
+    csv = tmp_path / "d.csv"
+    np.savetxt(csv, ids[:, None], header="dev", comments="", fmt="%d")
+    c, r, g, s = (tmp_path / n for n in ("c.json", "r.esf", "g.bin", "s.csv"))
+    run = CliRunner().invoke
+    assert run(main, ["plan", "--mechanism", "profile", "--domain", "0:20000", "--cap", "40", "--epsilon", "2",
+                      "-o", str(c)], catch_exceptions=False).exit_code == 0
+    assert run(main, ["simulate", "--config", str(c), "--input", str(csv), "--columns", "dev", "--seed", "0b",
+                      "-o", str(r)], catch_exceptions=False).exit_code == 0
+    out = run(main, ["assemble", str(r), "--json"], catch_exceptions=False)
+    assert out.exit_code == 0
+    js = json.loads(out.output)
+    assert {"profile", "distinct", "never_seen", "epsilon"} <= set(js) and js["epsilon"] == "2"
+    h = np.bincount(ids, minlength=20000)
+    assert len(js["profile"]) == 41
+    assert abs(js["never_seen"] - np.mean(h == 0)) < 0.02
+    assert abs(js["distinct"] - np.sum(h > 0)) < 0.02 * 20000
+    assert run(main, ["assemble", str(r), "-o", str(g)], catch_exceptions=False).exit_code == 0
+    assert run(main, ["sample", str(g), "-n", "1000", "-o", str(s)], catch_exceptions=False).exit_code == 0
+    y = np.loadtxt(s, skiprows=1)
+    assert y.shape == (1000,) and y.min() >= 0 and y.max() <= 40
