@@ -16,7 +16,7 @@ for _p in (str(MP_DIR), str(REPO)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-MODULES = ("test_agent_portable",)
+MODULES = ("test_agent_portable", "test_profile_cdf_portable")
 for _m in MODULES:
     if _m not in sys.modules:  # pytest may already have collected (and rewritten) it
         pytest.register_assert_rewrite(_m)
