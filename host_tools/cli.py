@@ -246,10 +246,13 @@ def _parse_size(text, what):
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
 @click.option("--columns", required=True, help="Columns to feed, in channel order, comma separated.")
 @click.option("--runtime", default="cpython", show_default=True,
-              type=click.Choice(["cpython", "numpy", "micropython", "native"]),
+              type=click.Choice(["cpython", "numpy", "micropython", "native", "qemu"]),
               help="Where the agent runs: cpython (its own code, per reading), numpy (vectorised, same "
-                   "bytes), micropython (the MicroPython unix port with a capped heap) or native (the "
-                   "C core agent/c through cffi, batch calls).")
+                   "bytes), micropython (the MicroPython unix port with a capped heap), native (the "
+                   "C core agent/c through cffi, batch calls) or qemu (the C core bare metal on an "
+                   "emulated Cortex-M, see --cpu).")
+@click.option("--cpu", default="cortex-m4", show_default=True, type=click.Choice(["cortex-m4", "cortex-m0plus"]),
+              help="Emulated CPU of the qemu runtime: cortex-m4 (mps2-an386) or cortex-m0plus (microbit).")
 @click.option("--heap", default="256K", show_default=True,
               help="MicroPython heap as a 32-bit-equivalent size (e.g. 32K); micropython runtime only.")
 @click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")
@@ -265,8 +268,8 @@ def _parse_size(text, what):
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring from `keys new`: tag frames with the key of --device-id.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Frame file to write.")
-def simulate(config_path, input_path, columns, runtime, heap, seed, device_id, epoch, seq, epochs, key_hex, keyring,
-             output):
+def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_id, epoch, seq, epochs, key_hex,
+             keyring, output):
     """Run the device agent over a CSV on this machine and write its release frame(s).
 
     Row i is the reading of time slot i. With --epochs K > 1 and --seed, window
@@ -286,7 +289,8 @@ def simulate(config_path, input_path, columns, runtime, heap, seed, device_id, e
         task = prog.add_task("agent (%s)" % runtime, total=len(data))
         frames = simulate_epochs(cfg, data, cols, epochs, seed=seed_b, first_epoch=epoch, first_seq=seq,
                                  runtime=runtime, device_id=device_id, key=key,
-                                 progress=lambda n: prog.advance(task, n), heap=_parse_size(heap, "--heap"))
+                                 progress=lambda n: prog.advance(task, n), heap=_parse_size(heap, "--heap"),
+                                 cpu=cpu)
     _write_bytes(output, b"".join(frames))
     if outside:
         click.echo("note: %.2f%% of readings were outside the bounds and were clamped into the edge cells"
@@ -294,6 +298,42 @@ def simulate(config_path, input_path, columns, runtime, heap, seed, device_id, e
     size = "%d-byte frame" % len(frames[0]) if epochs == 1 else \
         "%d frames (epochs %d..%d), %d bytes" % (epochs, epoch, epoch + epochs - 1, sum(map(len, frames)))
     click.echo("wrote %s: %d readings, %s%s" % (output, len(data), size, ", tagged" if key else ""))
+
+
+# ----------------------------------------------------------------- firmware
+@main.group()
+def firmware():
+    """The C core (agent/c) for microcontrollers: cross-builds and their sizes."""
+
+
+@firmware.command("build")
+@click.option("--cpu", default="cortex-m4", show_default=True, type=click.Choice(["cortex-m4", "cortex-m0plus"]),
+              help="Target core; compiled with Debian's arm-none-eabi-gcc at -Os.")
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="Device config: also report its RAM (counters + state).")
+@click.option("--header", default=None, type=click.Path(dir_okay=False),
+              help="Write the config's public parameters as a C header (es_config.h) here; needs --config.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def firmware_build(cpu, config_path, header, as_json):
+    """Build the C core for a Cortex-M and report flash (text, data), RAM (bss,
+    state, counters) and worst-case stack per API call."""
+    from host_tools.firmware import build, config_header, format_report
+    from host_tools.simulate import load_config
+    if header and not config_path:
+        raise InputError("--header needs --config")
+    cfg = load_config(config_path) if config_path else None
+    report = build(cpu, cfg)
+    if header:
+        with open(header, "w", encoding="utf-8") as fh:
+            fh.write(config_header(cfg, os.path.basename(config_path)))
+        report["header"] = header
+    if as_json:
+        _echo_json(report)
+    else:
+        for line in format_report(report):
+            click.echo(line)
+        if header:
+            click.echo("wrote %s" % header)
 
 
 # ----------------------------------------------------------------- assemble

@@ -105,6 +105,50 @@ def validate(cfg):
     return m, device.RELATIONS[relation], eps
 
 
+def core_params(cfg):
+    """The numbers the C core takes (es_privhp_cfg_t and es_agent_init), from a
+    config the Python agent's checks accept: shared by the cffi binding and the
+    firmware config header (host_tools/firmware.py)."""
+    m, factor, eps = validate(cfg)
+    ints = [_is_int(a) and _is_int(b) and INT32_SAFE[0] <= a and b <= INT32_SAFE[1]
+            for a, b in zip(m.lo, m.hi)]
+    return {"d": m.d, "r": m.r, "j": m.j, "sketch": 1 if m.sketch == "cs" else 0, "k": m.k, "w": m.w,
+            "q": m.q, "clamp_p": m.clamp_p, "sigma": list(m.sigma), "L": m.L,
+            "int_mask": sum(1 << i for i in range(m.d) if ints[i]), "int_path": all(ints),
+            "lo": list(m.lo), "hi": list(m.hi), "lo_f": [float(v) for v in m.lo],
+            "hi_f": [float(v) for v in m.hi], "lo_bits": [_f64_bits(v) for v in m.lo],
+            "hi_bits": [_f64_bits(v) for v in m.hi], "names": list(m.name_bytes),
+            "hash_seed": m.hash_seed.encode(), "factor": factor, "eps": eps,
+            "mem_bytes": mem_bytes(m)}
+
+
+def mem_bytes(m):
+    """es_privhp_mem_size: int32 counters, then uint16 hash parameters padded to 4 bytes."""
+    counters = (1 << (m.L + 1)) - 1 + (m.r - m.L) * m.j * m.w
+    params = (m.r - m.L) * m.j * (8 if m.sketch == "cs" else 4)
+    return 4 * counters + ((2 * params + 3) & ~3)
+
+
+def device_bytes(device_id):
+    from agent.device import _device_id
+    return _device_id(device_id)
+
+
+def core_readings(data, int_path):
+    """("i32", int32 rows) when the integer quantiser applies (integer bounds,
+    integral readings; values outside int32 clip, which keeps their cell since
+    the bounds sit inside INT32_SAFE), else ("f64", float64 rows)."""
+    data = np.asarray(data)
+    if int_path:
+        ints = data if data.dtype.kind in "iu" else None
+        if ints is None and data.dtype.kind == "f" and np.all(np.abs(data) < 2 ** 53) \
+                and np.all(data == np.floor(data)):
+            ints = data.astype(np.int64)
+        if ints is not None:
+            return "i32", np.ascontiguousarray(np.clip(ints, -(1 << 31), (1 << 31) - 1), dtype=np.int32)
+    return "f64", np.ascontiguousarray(data, dtype=np.float64)
+
+
 class NativeAgent:
     """The C core holding one PrivHP state; the API of ``agent.Agent``."""
 
@@ -115,13 +159,15 @@ class NativeAgent:
         return super().__new__(cls)
 
     def __init__(self, cfg, seed=None, device_id="device", epoch=0, seq=0, key=None):
-        from agent.device import _device_id
-        m, factor, eps = validate(cfg)
-        dev = _device_id(device_id)
+        p = core_params(cfg)
+        dev = device_bytes(device_id)
         for name, v in (("epoch", epoch), ("seq", seq)):
             if not _is_int(v) or not 0 <= v < 1 << 32:
                 raise ConfigError("%s must be an integer in [0, 2**32), got %r" % (name, v))
-        self.d = m.d
+        self.d = p["d"]
+        self.int_path = p["int_path"]
+        factor = p["factor"]
+        eps = p["eps"]
         keep = self._keep = []  # cffi objects the C structs point into
 
         def new(ctype, init):
@@ -129,27 +175,21 @@ class NativeAgent:
             keep.append(obj)
             return obj
         c = self._cfg = new("es_privhp_cfg_t *", None)
-        c.d, c.r, c.j, c.sketch = m.d, m.r, m.j, 1 if m.sketch == "cs" else 0
-        c.k, c.w, c.q, c.clamp_p = m.k, m.w, m.q, m.clamp_p
-        c.sigma = new("uint64_t[]", m.sigma)
-        ints = [_is_int(a) and _is_int(b) and INT32_SAFE[0] <= a and b <= INT32_SAFE[1]
-                for a, b in zip(m.lo, m.hi)]
-        self.int_path = all(ints)
-        c.int_mask = sum(1 << i for i in range(m.d) if ints[i])
+        for f in ("d", "r", "j", "sketch", "k", "w", "q", "clamp_p", "int_mask"):
+            setattr(c, f, p[f])
+        c.sigma = new("uint64_t[]", p["sigma"])
         if self.int_path:
-            c.lo_i = new("int32_t[]", m.lo)
-            c.hi_i = new("int32_t[]", m.hi)
-        c.lo_f = new("double[]", [float(v) for v in m.lo])
-        c.hi_f = new("double[]", [float(v) for v in m.hi])
-        c.lo_bits = new("uint64_t[]", [_f64_bits(v) for v in m.lo])
-        c.hi_bits = new("uint64_t[]", [_f64_bits(v) for v in m.hi])
-        names = [new("char[]", b) for b in m.name_bytes]
-        c.names = new("char *[]", names)
-        seed_b = m.hash_seed.encode()
-        c.hash_seed = new("uint8_t[]", seed_b)
-        c.hash_seed_len = len(seed_b)
+            c.lo_i = new("int32_t[]", p["lo"])
+            c.hi_i = new("int32_t[]", p["hi"])
+        c.lo_f = new("double[]", p["lo_f"])
+        c.hi_f = new("double[]", p["hi_f"])
+        c.lo_bits = new("uint64_t[]", p["lo_bits"])
+        c.hi_bits = new("uint64_t[]", p["hi_bits"])
+        c.names = new("char *[]", [new("char[]", b) for b in p["names"]])
+        c.hash_seed = new("uint8_t[]", p["hash_seed"])
+        c.hash_seed_len = len(p["hash_seed"])
         size = lib.es_privhp_mem_size(c)
-        if size == 0:
+        if size != p["mem_bytes"]:
             raise ConfigError("the native core rejected the privhp parameters")
         self._mem = new("uint32_t[]", (size + 3) // 4)
         st = self._state = new("es_privhp_t *", None)
@@ -169,7 +209,7 @@ class NativeAgent:
         _check(lib.es_agent_init(a, mechs, 1, factor, eps[0], eps[1], self._id, len(dev), epoch, seq,
                                  key_b if key_b is not None else ffi.NULL,
                                  0 if key_b is None else len(key_b), rng), "noise")
-        self._scratch = ffi.new("double[]", m.d)
+        self._scratch = ffi.new("double[]", self.d)
 
     @property
     def sealed(self):
@@ -192,20 +232,12 @@ class NativeAgent:
         data = np.asarray(data)
         if data.ndim != 2 or data.shape[1] != self.d:
             raise ValueError("expected an (n, %d) array of readings" % self.d)
-        if self.int_path:
-            ints = data if data.dtype.kind in "iu" else None
-            if ints is None and data.dtype.kind == "f" and np.all(np.abs(data) < 2 ** 53) \
-                    and np.all(data == np.floor(data)):
-                ints = data.astype(np.int64)
-            if ints is not None:
-                # outside-the-box values keep their cell: bounds sit inside INT32_SAFE
-                x = np.ascontiguousarray(np.clip(ints, -(1 << 31), (1 << 31) - 1), dtype=np.int32)
-                _check(lib.es_privhp_update_i32_rows(self._state, ffi.from_buffer("int32_t[]", x),
-                                                     len(x)), "update")
-                return
-        x = np.ascontiguousarray(data, dtype=np.float64)
-        _check(lib.es_privhp_update_f64_rows(self._state, ffi.from_buffer("double[]", x), len(x)),
-               "update")
+        kind, x = core_readings(data, self.int_path)
+        if kind == "i32":
+            st = lib.es_privhp_update_i32_rows(self._state, ffi.from_buffer("int32_t[]", x), len(x))
+        else:
+            st = lib.es_privhp_update_f64_rows(self._state, ffi.from_buffer("double[]", x), len(x))
+        _check(st, "update")
 
     def release(self):
         """Seal the state and return the frame bytes (repeatable, identical)."""

@@ -17,7 +17,7 @@ import agent
 from agent.errors import ConfigError
 from host_tools.errors import InputError
 
-RUNTIMES = ("cpython", "numpy", "micropython", "native")
+RUNTIMES = ("cpython", "numpy", "micropython", "native", "qemu")
 DEFAULT_HEAP = 256 * 1024  # bytes of 32-bit-equivalent MicroPython heap
 BLOCK = 4096
 
@@ -151,8 +151,9 @@ def run_numpy(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None
 
 
 def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device", epoch=0, key=None,
-             progress=None, heap=DEFAULT_HEAP, seq=0):
-    """Frame bytes of one device that saw ``data`` (n, d) on ``runtime``."""
+             progress=None, heap=DEFAULT_HEAP, seq=0, cpu="cortex-m4"):
+    """Frame bytes of one device that saw ``data`` (n, d) on ``runtime``
+    (``cpu``: the emulated Cortex-M of the qemu runtime)."""
     if runtime not in RUNTIMES:
         raise InputError("runtime %r is not available (choose from %s)" % (runtime, ", ".join(RUNTIMES)))
     cfg = with_names(cfg, columns)
@@ -163,6 +164,10 @@ def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device
         from host_tools.native import run_native
         return run_native(cfg, data, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
                           progress=progress)
+    if runtime == "qemu":  # agent/c bare metal under qemu-system-arm (host_tools/qemu_runtime.py)
+        from host_tools.qemu_runtime import run_qemu
+        return run_qemu(cfg, data, cpu=cpu, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
+                        progress=progress)
     rows = as_readings(data, cfg)
     if runtime == "micropython":
         from host_tools.mp_runtime import run_micropython
