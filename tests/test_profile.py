@@ -110,17 +110,24 @@ def _lp(ft, n, alpha, R, tau):
 
 @pytest.mark.parametrize("eps", [0.5, 1.0])
 def test_fast_is_within_ten_percent_of_the_exact_lp(eps):
-    """notes 4.2(b): Poisson(3), d = 20,000, n = 14, 10 repetitions, l1 error."""
+    """notes 4.2(b): Poisson(3), d = 20,000, n = 14, l1 error of the fast
+    method (best of p = 1, 2) against the exact (P) solved by HiGHS.
+    Measured over 40 reps (benchmarks/RESULTS.md): p = 1 is 5-10% above the
+    LP, p = 2 3-11%; 20 reps here."""
     rng = np.random.default_rng(0)
     alpha = np.exp(-eps)
-    fast, exact = [], []
-    for _ in range(10):
+    fast = {1: [], 2: []}
+    exact = []
+    for _ in range(20):
         h = np.minimum(rng.poisson(3, 20000), 14)
         f = np.bincount(h, minlength=15) / h.size
-        fh, ft, diag = invert(noisy(h, eps, rng), 14, alpha)
-        fast.append(np.abs(fh - f).sum())
+        v = noisy(h, eps, rng)
+        for p in fast:
+            fh, ft, diag = invert(v, 14, alpha, p=p)
+            fast[p].append(np.abs(fh - f).sum())
         exact.append(np.abs(_lp(ft, 14, alpha, diag["radius"], diag["tau"]) - f).sum())
-    assert np.mean(fast) <= 1.10 * np.mean(exact), (np.mean(fast), np.mean(exact))
+    ratio = min(np.mean(fast[p]) for p in fast) / np.mean(exact)
+    assert 0.95 < ratio <= 1.10, ratio
 
 
 def test_error_falls_as_one_over_sqrt_d():
