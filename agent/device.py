@@ -119,6 +119,10 @@ class Agent:
         buffer per channel (e.g. the array('H') an ADC's read_timed fills).
         Same counters as n calls of update; bulk work goes through the
         numeric facade (agent/block.py). Returns n."""
+        for m, (_, cols, _) in zip(self.mechs, self._routes):
+            if m.kind != "privhp" or cols is not None:
+                raise ConfigError("update_block serves a single-column-set PrivHP state; "
+                                  "call update per reading for %s" % m.kind)
         from agent.block import update_block
         n = 0
         for m in self.mechs:
