@@ -159,7 +159,10 @@ def build(cpu, cfg=None):
 
 
 def _c_bytes(b):
-    return '"%s"' % "".join("\\x%02x" % c for c in b) if b else '""'
+    """A C string literal of bytes ``b``: printable ASCII as is, the rest as
+    3-digit octal escapes (which, unlike \\x, cannot swallow a next digit)."""
+    return '"%s"' % "".join(chr(c) if 32 <= c < 127 and chr(c) not in '"\\?' else "\\%03o" % c
+                            for c in b)
 
 
 def config_header(cfg, source="device config"):

@@ -94,21 +94,23 @@ static uint8_t byte(es_drbg_t *d)
 
 uint64_t es_below(es_drbg_t *d, uint64_t m)
 {
-    unsigned k = 0, i;
-    uint64_t rem; /* span mod m, span = 2**(8k) the smallest power of 256 >= m */
+    /* k bytes, span = 2**(8k) the smallest power of 256 >= m; accept v below
+     * the largest multiple of m, span - span % m, i.e. v <= top - rem */
+    unsigned k = 1, i;
+    uint64_t top, rem;
     if (m <= 1)
         return 0;
-    while (k < 8 && (k == 0 || (m - 1) >> (8 * k)))
+    while (k < 8 && (m - 1) >> (8 * k))
         k++;
-    rem = k == 8 ? (UINT64_MAX % m + 1) % m : ((uint64_t)1 << (8 * k)) % m;
+    top = UINT64_MAX >> (64 - 8 * k); /* span - 1 */
+    rem = (top % m + 1) % m;          /* span % m */
     for (;;) {
         uint64_t v = 0;
         for (i = 0; i < k; i++)
             v = v << 8 | byte(d);
         if (d->err)
             return 0;
-        /* accept v < span - rem (the largest multiple of m) */
-        if (k == 8 ? (rem == 0 || v < (uint64_t)0 - rem) : v < ((uint64_t)1 << (8 * k)) - rem)
+        if (v <= top - rem)
             return v % m;
     }
 }

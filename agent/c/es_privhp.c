@@ -160,8 +160,10 @@ int es_privhp_draw_noise(es_privhp_t *m, es_drbg_t *rng)
 int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped)
 {
     const es_privhp_cfg_t *c = m->cfg;
-    uint32_t path[ES_MAX_CHANNELS], v = 0, mask = c->w - 1;
-    unsigned l, i = 0, r = c->r, L = m->L, j = c->j, per = m->per;
+    /* locals: the counter stores could otherwise alias (and reload) cfg fields */
+    uint32_t path[ES_MAX_CHANNELS], v = 0, w = c->w, mask = w - 1;
+    unsigned l, i = 0, r = c->r, d = c->d, L = m->L, j = c->j, per = m->per;
+    int32_t *tree = m->tree;
     int32_t *cell = m->sketch;
     const uint16_t *h = m->hash;
     if (m->sealed)
@@ -171,22 +173,22 @@ int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped)
     m->items++;
     if (clamped && c->clamp_p)
         m->clamp++;
-    memcpy(path, code, c->d * sizeof path[0]);
-    m->tree[0]++;
+    memcpy(path, code, d * sizeof path[0]);
+    tree[0]++;
     for (l = 1; l <= r; l++) {
         /* level l splits channel (l-1) mod d: take that channel's next path bit */
         v = v << 1 | path[i] >> 31;
         path[i] <<= 1;
-        if (++i == c->d)
+        if (++i == d)
             i = 0;
         if (l <= L) {
-            m->tree[((uint32_t)1 << l) - 1 + v]++;
+            tree[((uint32_t)1 << l) - 1 + v]++;
         } else {
             /* heap id below 2**30 in 14-bit limbs: every sum stays below 2**30 */
             uint32_t node = v + ((uint32_t)1 << l);
             uint32_t x0 = node & 16383, x1 = (node >> 14) & 16383, x2 = node >> 28;
             unsigned row;
-            for (row = 0; row < j; row++, h += per, cell += c->w) {
+            for (row = 0; row < j; row++, h += per, cell += w) {
                 uint32_t col = (h[0] + h[1] * x0 + h[2] * x1 + h[3] * x2) % ES_HASH_P & mask;
                 if (per == 8 && (h[4] + h[5] * x0 + h[6] * x1 + h[7] * x2) % ES_HASH_P & 1)
                     cell[col]--;
