@@ -66,7 +66,7 @@ def test_unfolding_restores_the_unsaturated_law():
         assert abs(np.mean(un == v) - p) < 4 * np.sqrt(2 * p * (1 - p) / z.size) + 1e-5
 
 
-def test_algorithm2_is_optimal_and_algorithm3_valid():
+def test_algorithms_2_and_3_give_a_valid_accurate_profile():
     rng = np.random.default_rng(2)
     d, n, eps = 20000, 12, 1.0
     alpha = np.exp(-eps)
