@@ -8,6 +8,12 @@ saturating from above is post-processing of h + Z, and the host unfolds it.
 Counters are never clipped from below. Ids outside the domain are ignored
 (the domain is public, so dropping them is a public map). The host recovers
 how many ids were seen exactly t times, t = 0..U (host_tools/profile_invert.py).
+
+With ``sample`` (hashed ids from a large universe [0, 2**bits)) an id is first
+mapped by a keyed Feistel permutation and counted only when its image falls in
+[lo, hi): a public, data-independent sample of the universe (notes 2.1 S0).
+The permutation is a sampling device, not a cipher: privacy does not rest on
+the key (the sample is independent of the data), which travels in the frame.
 """
 from agent.errors import SealedError
 
@@ -41,7 +47,27 @@ class Profile:
         values stay below cap + |noise| < 2**30."""
         if self.sealed:
             raise SealedError("state was released; start a new epoch with fresh noise")
-        i = x[0] - self.lo
+        v = x[0]
+        if self.bits:
+            if v < 0 or v >= self.universe:
+                return
+            h = self.half
+            mask = self.mask
+            a0, b0, a1, b1, a2, b2, a3, b3 = self.keys
+            left = v >> h
+            right = v & mask
+            t = left ^ ((a0 * right + b0) % 32749 & mask)
+            left = right
+            right = t
+            t = left ^ ((a1 * right + b1) % 32749 & mask)
+            left = right
+            right = t
+            t = left ^ ((a2 * right + b2) % 32749 & mask)
+            left = right
+            right = t
+            t = left ^ ((a3 * right + b3) % 32749 & mask)
+            v = (right << h) | t
+        i = v - self.lo
         if 0 <= i < self.n:
             ctr = self.ctr
             if ctr[i] < self.cap:

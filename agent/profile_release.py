@@ -2,12 +2,13 @@
 from agent.msgpack_out import key
 
 _K = {}
-NAMES = ("budget", "cap", "counts", "hi", "kind", "lo", "names", "p", "q")
+NAMES = ("budget", "cap", "counts", "hi", "kind", "lo", "names", "p", "q", "sample")
+SAMPLE = ("bits", "keys")
 
 
 def prepare():
     if not _K:
-        for name in NAMES:
+        for name in NAMES + SAMPLE:
             _K[name] = key(name)
 
 
@@ -37,3 +38,14 @@ def encode(m, enc):
     enc.uint(m.p)
     enc.raw(K["q"])
     enc.uint(m.q)
+    enc.raw(K["sample"])
+    if m.bits:
+        enc.map(2)
+        enc.raw(K["bits"])
+        enc.uint(m.bits)
+        enc.raw(K["keys"])
+        enc.array(len(m.keys))
+        for k in m.keys:
+            enc.uint(k)
+    else:
+        enc.nil()

@@ -147,6 +147,9 @@ def _jsonable(o):
 @click.option("--branching", default=None, help="cdf: tree branching n1,n2,... (default: searched).")
 @click.option("--domain", default=None, help="profile: dense ids LO:HI (LO <= id < HI).")
 @click.option("--cap", default=None, type=click.IntRange(1, 1 << 24), help="profile: public cap on one id's count.")
+@click.option("--sample-bits", default=None, type=int,
+              help="profile: hashed ids from [0, 2**B); --domain is then the range of their keyed permutation "
+                   "kept (a sample; key from --hash-seed).")
 @click.option("--names", default=None, help="Channel names, comma separated (default x0,x1,...).")
 @click.option("--n-max", default=10 ** 6, show_default=True, type=click.IntRange(2, 2 ** 29),
               help="Public upper bound on readings per release; sets the tree depth.")
@@ -163,8 +166,8 @@ def _jsonable(o):
               help="What runs the agent on the device; sets the RAM counted beyond the counters.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Config file to write (JSON).")
-def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, names, n_max, sketch, j, clamp_share,
-         uniform_split, hash_seed, relation, device_runtime, as_json, output):
+def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, n_max, sketch, j,
+         clamp_share, uniform_split, hash_seed, relation, device_runtime, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
@@ -177,7 +180,8 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, names, n
         from host_tools.plan_sketches import plan_command
         plan_command(mechanism, eps, bounds=bounds, bins=bins, branching=branching, domain=domain, cap=cap,
                      names=_columns(names) if names else None, relation=relation, output=output,
-                     as_json=as_json, echo=click.echo, echo_json=_echo_json)
+                     as_json=as_json, echo=click.echo, echo_json=_echo_json, sample_bits=sample_bits,
+                     sample_seed=hash_seed)
         return
     if bounds is None or ram is None:
         raise InputError("--mechanism privhp needs --bounds and --ram")

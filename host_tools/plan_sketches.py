@@ -14,7 +14,8 @@ def _write_json(path, obj):
 
 
 def plan_command(mechanism, eps, bounds=None, bins=None, branching=None, domain=None, cap=None, names=None,
-                 relation="add-remove", output=None, as_json=False, echo=print, echo_json=print):
+                 relation="add-remove", output=None, as_json=False, echo=print, echo_json=print,
+                 sample_bits=None, sample_seed=None):
     """`edgesynth plan --mechanism cdf|profile`: build, write and describe the config."""
     if mechanism == "cdf":
         from host_tools.cdf_plan import plan_cdf
@@ -38,7 +39,8 @@ def plan_command(mechanism, eps, bounds=None, bins=None, branching=None, domain=
         if domain is None or cap is None:
             raise InputError("--mechanism profile needs --domain and --cap")
         lo, hi = parse_domain(domain)
-        cfg = plan_profile(lo, hi, cap, eps, names=names, relation=relation)
+        cfg = plan_profile(lo, hi, cap, eps, names=names, relation=relation, sample_bits=sample_bits,
+                           sample_seed=sample_seed)
         p = cfg["plan"]
         line = "wrote %s: profile over %d ids, cap %d; counters %d B; expected l2 error ~ %.3g" % (
             output, p["ids"], cap, p["counter_bytes"], p["expected_error_scale_l2"])

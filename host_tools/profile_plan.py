@@ -1,8 +1,9 @@
 """``edgesynth plan --mechanism profile``: the public parameters of a profile
 sketch over dense ids [LO, HI) with per-id cap U, and what to expect of it."""
 import math
+import os
 
-from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS
+from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS, MAX_SAMPLE_BITS
 from host_tools.errors import InputError
 from host_tools.profile_invert import truncation
 
@@ -22,8 +23,14 @@ def parse_domain(text):
     return lo, hi
 
 
-def plan_profile(lo, hi, cap, eps, names=None, relation="add-remove"):
-    """Public device config (JSON-ready dict) for a profile sketch."""
+def plan_profile(lo, hi, cap, eps, names=None, relation="add-remove", sample_bits=None, sample_seed=None):
+    """Public device config (JSON-ready dict) for a profile sketch.
+
+    With ``sample_bits`` B the ids are hashed ids from [0, 2**B) and [lo, hi)
+    is the range of their keyed permutation that this device counts: a
+    sample of (hi - lo) / 2**B of the universe (``sample_seed``: public,
+    default random).
+    """
     if not 1 <= cap <= MAX_CAP:
         raise InputError("--cap must be in [1, %d]" % MAX_CAP)
     names = names or [DEFAULT_NAME]
@@ -35,6 +42,13 @@ def plan_profile(lo, hi, cap, eps, names=None, relation="add-remove"):
     kappa = ((1 + alpha) / (1 - alpha)) ** 2
     mech = {"kind": "profile", "names": list(names), "lo": lo, "hi": hi, "cap": cap,
             "q": eps.denominator, "p": eps.numerator}
+    if sample_bits is not None:
+        if sample_bits % 2 or not 2 <= sample_bits <= MAX_SAMPLE_BITS or hi > 1 << sample_bits:
+            raise InputError("--sample-bits must be even, 2..%d, with HI <= 2**bits" % MAX_SAMPLE_BITS)
+        seed = sample_seed or os.urandom(8).hex()
+        if not 0 < len(seed) <= 64:
+            raise InputError("--sample-seed must have 1..64 characters")
+        mech["sample"] = {"bits": sample_bits, "seed": seed}
     return {
         "format": 1,
         "epsilon": [eps.numerator, eps.denominator],
@@ -43,6 +57,7 @@ def plan_profile(lo, hi, cap, eps, names=None, relation="add-remove"):
         "plan": {
             "mechanism": "profile",
             "ids": d,
+            "sample_fraction": d / 2 ** sample_bits if sample_bits else None,
             "counter_bytes": 4 * d,
             "kappa": kappa,
             "tau": truncation(d, alpha),

@@ -67,6 +67,15 @@ class ProfileResult:
         return {"kind": KIND, "profile": self.profile.tolist(), **self.stats}
 
 
+def _universe(s, d, f0):
+    """Hashed ids: the counters are a sample of d ids of 2**bits; scale up."""
+    if not s.bits:
+        return {}
+    u = 1 << s.bits
+    return {"universe": u, "sample_fraction": d / u, "distinct_universe_estimate": float(u * (1.0 - f0)),
+            "note": "sampled ids: f is the profile of the sample; tiny f[t >= 1] drown in kappa/sqrt(d)"}
+
+
 def _segments(states, force):
     """Group sketches by domain; returns (list of (lo, hi, [states]), k)."""
     groups = {}
@@ -99,7 +108,7 @@ def assemble_profile(releases, force=False, p=2, beta=DEFAULT_BETA, seed=0):
     if not states:
         raise MergeError("no profile state in the given releases")
     if len({s.config_id() for s in states}) != 1:
-        raise MergeError("profile sketches with different cap, epsilon or relation cannot be combined")
+        raise MergeError("profile sketches with different cap, epsilon, relation or id sample cannot be combined")
     if len(states) != len(used):
         raise MergeError("a release holds several profile states; assemble cannot tell them apart")
     segs, k = _segments(states, force)
@@ -126,6 +135,7 @@ def assemble_profile(releases, force=False, p=2, beta=DEFAULT_BETA, seed=0):
         "cap": s0.cap,
         "max_count": n,
         "distinct": float(d * (1.0 - fhat[0])),
+        **_universe(s0, d, fhat[0]),
         "never_seen": float(fhat[0]),
         "tails": {str(a): v for a, v in tails(ft, diag["radius"], s0.alpha, th).items()} if k == 1 else
                  {str(a): float(fhat[a:].sum()) for a in th},

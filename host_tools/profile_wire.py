@@ -5,11 +5,12 @@ import math
 
 import numpy as np
 
-from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS
+from agent.hashing import P as HASH_P
+from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS, MAX_SAMPLE_BITS
 from agent.spec import MAX_Q
 from host_tools.errors import SchemaError
 
-KEYS = ("budget", "cap", "counts", "hi", "kind", "lo", "names", "p", "q")
+KEYS = ("budget", "cap", "counts", "hi", "kind", "lo", "names", "p", "q", "sample")
 
 
 def _int(m, name, lo, hi):
@@ -51,6 +52,7 @@ class ProfileState:
         s.counts = np.frombuffer(b, dtype="<i4").astype(np.int64)
         if np.any(s.counts > s.cap):
             raise SchemaError("profile.counts exceed the cap %d" % s.cap)
+        s.bits, s.keys = _sample(m["sample"], s.hi)
         s.budget = (s.p, s.q)
         s.factor = factor
         s.alpha = math.exp(-s.p / (factor * s.q))
@@ -61,10 +63,27 @@ class ProfileState:
         """Digest of the parameters that must agree for sketches to combine
         (the domain may differ: disjoint domains concatenate)."""
         h = hashlib.sha256()
-        for part in ("profile", self.cap, self.p, self.q, self.factor):
+        for part in ("profile", self.cap, self.p, self.q, self.factor, self.bits, self.keys):
             h.update(repr(part).encode())
         return h.hexdigest()[:16]
 
     def describe(self):
         return {"kind": "profile", "channels": self.names, "domain": [self.lo, self.hi], "cap": self.cap,
-                "epsilon": "%d/%d" % self.budget, "alpha": self.alpha, "config_id": self.config_id()}
+                "sample_bits": self.bits or None, "epsilon": "%d/%d" % self.budget, "alpha": self.alpha,
+                "config_id": self.config_id()}
+
+
+def _sample(v, hi):
+    """(bits, keys) of a hashed-id sample, or (0, ()) for dense ids."""
+    if v is None:
+        return 0, ()
+    if not isinstance(v, dict) or sorted(v) != ["bits", "keys"]:
+        raise SchemaError("profile.sample must be nil or a map {bits, keys}")
+    bits, keys = v["bits"], v["keys"]
+    if not isinstance(bits, int) or isinstance(bits, bool) or not 2 <= bits <= MAX_SAMPLE_BITS or bits & 1 \
+            or hi > 1 << bits:
+        raise SchemaError("profile.sample.bits must be even, 2..%d, with hi <= 2**bits" % MAX_SAMPLE_BITS)
+    if not isinstance(keys, list) or len(keys) != 8 or \
+            not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < HASH_P for k in keys):
+        raise SchemaError("profile.sample.keys must list 8 integers below %d" % HASH_P)
+    return bits, tuple(keys)

@@ -49,8 +49,21 @@ def _cdf(m, block):
         m.update(tuple(float(v) for v in row))
 
 
+def feistel(m, v):
+    """The device's keyed permutation (agent/profile.py) on an int64 array."""
+    h, mask = m.half, m.mask
+    left, right = v >> h, v & mask
+    for r in range(4):
+        a, b = m.keys[2 * r], m.keys[2 * r + 1]
+        left, right = right, left ^ ((a * right + b) % 32749 & mask)
+    return (left << h) | right
+
+
 def _profile(m, block):
-    i = block[:, 0].astype(np.int64) - m.lo
+    v = block[:, 0].astype(np.int64)
+    if m.bits:
+        v = feistel(m, v[(v >= 0) & (v < m.universe)])
+    i = v - m.lo
     i = i[(i >= 0) & (i < m.n)]
     view = np.frombuffer(m.ctr, dtype=np.int32)
     counts = np.bincount(i, minlength=m.n)

@@ -210,3 +210,29 @@ def test_cli_plan_simulate_assemble(tmp_path):
     assert run(main, ["sample", str(g), "-n", "1000", "-o", str(s)], catch_exceptions=False).exit_code == 0
     y = np.loadtxt(s, skiprows=1)
     assert y.shape == (1000,) and y.min() >= 0 and y.max() <= 40
+
+
+# ------------------------------------------------------------- hashed ids
+def test_hashed_ids_are_a_keyed_permutation_sample():
+    small = plan_profile(0, 256, 1000, Fraction(1), sample_bits=8, sample_seed="k")
+    seed = b"feistel-seed-000"
+    empty = next(iter_frames(simulate(small, np.zeros((0, 1)), ["id"], seed=seed))).mechs[0].counts
+    every = np.arange(256, dtype=float)[:, None]
+    got = next(iter_frames(simulate(small, every, ["id"], seed=seed))).mechs[0].counts
+    assert np.array_equal(got - empty, np.ones(256))  # a bijection of the universe
+    # a 1/16 sample of 2**20 hashed ids estimates the universe's distinct count
+    rng = np.random.default_rng(6)
+    active = rng.choice(1 << 20, 50000, replace=False)
+    ids = active[rng.integers(0, 50000, 300000)]
+    cfg = plan_profile(0, 1 << 16, 40, Fraction(2), sample_bits=20, sample_seed="k1")
+    frame = simulate(cfg, ids[:, None].astype(float), ["id"], seed=seed)
+    assert simulate(cfg, ids[:, None].astype(float), ["id"], seed=seed, runtime="numpy") == frame
+    res = assemble_profile(list(iter_frames(frame)))
+    true = np.unique(ids).size
+    assert res.stats["sample_fraction"] == 1 / 16
+    # sampling sd ~ sqrt(true * 15/16 / 16) * 16 ~ 880, plus the privacy error
+    assert abs(res.stats["distinct_universe_estimate"] - true) < 4000
+    other = plan_profile(0, 1 << 16, 40, Fraction(2), sample_bits=20, sample_seed="k2")
+    rel = next(iter_frames(simulate(other, ids[:10, None].astype(float), ["id"], seed=seed, device_id="b")))
+    with pytest.raises(MergeError, match="cannot be combined"):
+        assemble_profile(list(iter_frames(frame)) + [rel])

@@ -25,8 +25,11 @@ def cdf_cfg(lo=0, hi=4096, K=1000, br=(10, 10, 10), name="t"):
             "q": 3 * len(br), "sigma": [3] * len(br)}
 
 
-def profile_cfg(lo=0, hi=512, cap=9, name="id"):
-    return {"kind": "profile", "names": [name], "lo": lo, "hi": hi, "cap": cap, "q": 1, "p": 1}
+def profile_cfg(lo=0, hi=512, cap=9, name="id", bits=0):
+    spec = {"kind": "profile", "names": [name], "lo": lo, "hi": hi, "cap": cap, "q": 1, "p": 1}
+    if bits:  # hashed ids from [0, 2**bits), a keyed-permutation sample of them counted
+        spec["sample"] = {"bits": bits, "seed": "portable"}
+    return spec
 
 
 def device(mechs, eps, seed=b"portable-sketch!", inputs=None):
@@ -110,6 +113,21 @@ def test_profile_update_no_alloc_and_cap():
     for v in m.ctr:
         assert v <= 9
     assert m.ctr[rows[1][0] - 100] == 9  # id lo was seen far more than the cap
+
+
+def test_hashed_id_update_no_alloc_and_bijection():
+    a = device([profile_cfg(0, 256, cap=1000, bits=8)], (1, 1))
+    m = a.mechs[0]
+    before = array("i", m.ctr)
+    for x in range(256):
+        a.update((x,))
+    for i in range(256):  # the Feistel permutation hits every counter once
+        assert m.ctr[i] - before[i] == 1
+    big = device([profile_cfg(0, 4096, cap=9, bits=28)], (1, 1))
+    g = Lcg(4)
+    rows = [((g.below(1 << 14) << 14) | g.below(1 << 14),) for _ in range(60)]
+    rows += [(-1,), (1 << 28,), ((1 << 28) - 1,), (0,)]
+    _no_alloc(big, rows, lambda: 0)
 
 
 def test_two_mechanisms_each_read_their_column_without_alloc():
@@ -201,10 +219,11 @@ def _digest(a):
 
 
 def test_release_vectors():
-    a = device([cdf_cfg(name="t"), profile_cfg(name="id")], (2, 1), seed=b"golden-sketches!")
+    a = device([cdf_cfg(name="t"), profile_cfg(name="id"), profile_cfg(0, 256, name="mac", bits=16)], (3, 1),
+               seed=b"golden-sketches!")
     g = Lcg(5)
     for _ in range(2000):
-        a.update((g.below(4200) - 50, g.below(600)))
+        a.update((g.below(4200) - 50, g.below(600), g.below(1 << 16)))
     n, dg = _digest(a)
     assert _digest(a) == (n, dg)  # a resend is byte-identical
     assert (n, hexdigest(dg)) == GOLDEN_FRAME, (n, hexdigest(dg))
@@ -217,4 +236,4 @@ def hexdigest(b):
     return out
 
 
-GOLDEN_FRAME = (6737, "42090e3a7a39ff76587168fd5eb59dca811b41df9cfff6456c488d44d3f34f22")
+GOLDEN_FRAME = (7879, "14024ac0a853b1477a5fce2feb08729c361a18589a74e186cca25d2fe826fe2e")
