@@ -2,6 +2,7 @@
 gain, beta*, planner picks, device/frame sizes and host assemble time.
 
     python3 benchmarks/bench_cdf.py [--quick]
+    python3 benchmarks/bench_cdf.py --device-noise   # only the end-to-end table below
 
 Appends a section to benchmarks/RESULTS.md. Monte Carlo of the estimators
 draws the paper's noise (Laplace 2/eps_i, swap neighbours, known N) with
@@ -62,8 +63,48 @@ def monte_carlo(K, br, trials, rng, N):
     return np.array(plain), np.array(gls), plain_error(K, br, var)
 
 
+def device_noise(trials=300):
+    """End-to-end on the device's calibration: add/remove neighbours, exact
+    discrete Laplace alpha_i = exp(-eps_i) per level (numpy draws of the same
+    law), root not released; F normalised by the estimated N."""
+    from host_tools.cdf_estimate import cdf_from_leaves
+    rows = []
+    rng = np.random.default_rng(21)
+    for K in (256, 997):
+        cfg = plan_cdf([0], [K], Fraction(1), K)
+        m = cfg["mechanisms"][0]
+        br = m["branching"]
+        alpha = [np.exp(-s / m["q"]) for s in m["sigma"]]
+        var = [2 * a / (1 - a) ** 2 for a in alpha]
+        for N in (1000, 10000, 100000):
+            bins = np.clip(np.round(rng.normal(K / 2, K / 8, N)), 0, K - 1).astype(int)
+            exact = true_levels(bins, K, br)
+            F = np.cumsum(np.bincount(bins, minlength=K)) / N
+            err = {k: [] for k in ("plain", "gls", "gls+pava")}
+            for _ in range(trials):
+                noisy = [lv + rng.geometric(1 - a, lv.size) - rng.geometric(1 - a, lv.size)
+                         for lv, a in zip(exact, alpha)]
+                n_hat = noisy[0].sum()
+                Fp = np.append(plain_cumulative(noisy, K, br), n_hat) / n_hat
+                x = gls_leaves(noisy, var, K, br)
+                Fg = np.cumsum(x) / x.sum()
+                Fc, _ = cdf_from_leaves(x)
+                for k, est in (("plain", Fp), ("gls", Fg), ("gls+pava", Fc)):
+                    e = est - F
+                    err[k].append((np.sqrt((e ** 2).sum()), np.abs(e).max()))
+            mu = {k: np.mean(v, axis=0) for k, v in err.items()}
+            rows.append([K, "x".join(map(str, br)), N] + ["%.4f / %.4f" % tuple(mu[k]) for k in err])
+    return ("### End to end on the device's calibration (eps = 1, add/remove, N estimated, %d trials)\n\n"
+            "Data: rounded normal(K/2, K/8) bins. Cells: mean l2 norm / mean max (KS) of the error of "
+            "the normalised CDF at the K bin edges.\n\n" % trials
+            + md_table(["K", "tree", "N", "plain", "GLS", "GLS + PAVA"], rows))
+
+
 def main():
     t0 = time.time()
+    if "--device-noise" in sys.argv:
+        results_append(device_noise(), title="bench_cdf --device-noise", elapsed=time.time() - t0)
+        return
     parts = []
     # Sec. VI-3
     rows = []
