@@ -13,15 +13,13 @@ The agent works in three phases (construct, update, release) and on
 MicroPython keeps only the current phase's code on the heap
 (firmware_shims/memory.py), so a small device holds counters plus one phase.
 """
-from agent.cdf import CDF
 from agent.errors import ConfigError, SealedError
 from agent.privhp import PrivHP
-from agent.profile import Profile
 from firmware_shims.memory import unload
 
 FORMAT = 1
 MAGIC = b"ESF1"
-MECHANISMS = {"privhp": PrivHP, "cdf": CDF, "profile": Profile}
+MECHANISMS = ("privhp", "cdf", "profile")
 MAX_MECHANISMS = 8
 RELATIONS = {"add-remove": 1, "replace": 2}  # noise scale factor per relation
 CONSTRUCTION = ("agent.privhp_build", "agent.cdf_build", "agent.profile_build", "agent.spec",
@@ -221,12 +219,24 @@ def _build(specs, seed, factor):
         if kind not in MECHANISMS:
             raise ConfigError("mechanisms[%d].kind %r is not one of %s"
                               % (i, kind, ", ".join(sorted(MECHANISMS))))
-        mechs.append(MECHANISMS[kind](spec, factor))
+        mechs.append(mechanism_class(kind)(spec, factor))
     from firmware_shims.drbg import platform_source, seeded_source
     rng = seeded_source(seed) if seed is not None else platform_source()
     for m in mechs:
         m.draw_noise(rng)
     return mechs
+
+
+def mechanism_class(kind):
+    """The state class of ``kind``; CDF and profile code is imported only by
+    configs that use it, so a PrivHP-only device keeps its heap."""
+    if kind == "cdf":
+        from agent.cdf import CDF
+        return CDF
+    if kind == "profile":
+        from agent.profile import Profile
+        return Profile
+    return PrivHP
 
 
 def _routes(cfg, mechs):

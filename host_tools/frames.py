@@ -193,7 +193,7 @@ def parse_frame(buf, pos=0, key_for=None, require_tag=False):
     mechs = []
     num, den = 0, 1
     for i, m in enumerate(payload["mechs"]):
-        if not isinstance(m, dict) or m.get("kind") not in KINDS:
+        if not isinstance(m, dict) or not isinstance(m.get("kind"), str) or m["kind"] not in KINDS:
             raise SchemaError("mechs[%d] has an unknown kind" % i)
         state = KINDS[m["kind"]].from_payload(m, factor)
         n, dd = state.budget

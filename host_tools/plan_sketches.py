@@ -81,10 +81,13 @@ def combine(cfgs):
 def combine_files(paths, output):
     from host_tools.simulate import load_config
     cfg = combine([load_config(p) for p in paths])
-    from agent.device import MECHANISMS, RELATIONS, _routes
+    from agent.device import MECHANISMS, RELATIONS, _routes, mechanism_class
     from agent.errors import ConfigError
+    for m in cfg["mechanisms"]:
+        if not isinstance(m, dict) or m.get("kind") not in MECHANISMS:
+            raise InputError("combined config is invalid: unknown mechanism %r" % (m,))
     try:  # what the device would refuse (tables only: no noise is drawn here)
-        mechs = [MECHANISMS[m.get("kind")](m, RELATIONS[cfg["relation"]]) for m in cfg["mechanisms"]]
+        mechs = [mechanism_class(m["kind"])(m, RELATIONS[cfg["relation"]]) for m in cfg["mechanisms"]]
         _routes(cfg, mechs)
     except (ConfigError, KeyError) as e:
         raise InputError("combined config is invalid: %s" % e)
