@@ -42,9 +42,11 @@ class Agent:
     ``device_id``: short UTF-8 name carried in the frame (1..64 bytes).
     ``epoch``, ``seq``: release counters chosen by the caller (0..2**32-1).
     ``key``: optional HMAC-SHA256 device key (bytes); frames are tagged with it.
+    ``restore``: ``restore(mechs)`` fills the counters of a persisted state
+    instead of drawing noise (agent/persist.py; never for a new window).
     """
 
-    def __init__(self, cfg, seed=None, device_id="device", epoch=0, seq=0, key=None):
+    def __init__(self, cfg, seed=None, device_id="device", epoch=0, seq=0, key=None, restore=None):
         if not isinstance(cfg, dict):
             raise ConfigError("config must be a JSON object")
         if cfg.get("format") != FORMAT:
@@ -65,7 +67,7 @@ class Agent:
         self.seq = seq
         self._key = None if key is None else bytes(key)
         try:
-            self.mechs = _build(specs, seed, RELATIONS[relation])
+            self.mechs = _build(specs, seed, RELATIONS[relation], restore)
         finally:
             unload(CONSTRUCTION)
         self._check_budget()
@@ -209,7 +211,7 @@ class Agent:
         return total
 
 
-def _build(specs, seed, factor):
+def _build(specs, seed, factor, restore=None):
     """Construction phase: every mechanism's tables (allocated first, while the
     heap is still unfragmented), then the noise source and their noise."""
     mechs = []
@@ -220,6 +222,9 @@ def _build(specs, seed, factor):
             raise ConfigError("mechanisms[%d].kind %r is not one of %s"
                               % (i, kind, ", ".join(sorted(MECHANISMS))))
         mechs.append(mechanism_class(kind)(spec, factor))
+    if restore is not None:
+        restore(mechs)  # the persisted noisy counters: no second noise draw
+        return mechs
     from firmware_shims.drbg import platform_source, seeded_source
     rng = seeded_source(seed) if seed is not None else platform_source()
     for m in mechs:

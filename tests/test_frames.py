@@ -182,3 +182,181 @@ def test_fuzz_mutated_frames_only_raise_frame_errors(frame, data):
         list(iter_frames(bytes(buf)))
     except FrameError:
         pass
+
+
+# ------------------------------------------------------------ hostile corpus, with caps
+TIME_CAP = 2.0            # seconds per rejection; real figures are well under 10 ms
+MEM_CAP = 16 << 20        # bytes of peak Python allocation per rejection, beyond the input
+
+
+def _nest(depth, leaf=0):
+    return b"\x91" * depth + msgpack.packb(leaf)
+
+
+def _field(frame, path, raw_value):
+    """The frame's payload with the field at ``path`` replaced by raw msgpack
+    bytes (so values msgpack.packb cannot express, e.g. deep nesting, fit in)."""
+    marker = "\u2603MARK\u2603"
+    p = payload_of(frame)
+    target = p
+    for k in path[:-1]:
+        target = target[k]
+    target[path[-1]] = marker
+    packed = msgpack.packb(p)
+    m = msgpack.packb(marker)
+    assert packed.count(m) == 1
+    return packed.replace(m, raw_value)
+
+
+def hostile_corpus(frame):
+    """(name, frame bytes, expected FrameError subclass) of hostile frames
+    beyond the parametrised cases above; every one is a complete envelope."""
+    mech = ("mechs", 0)
+    P = msgpack.packb
+    tree_len = len(payload_of(frame)["mechs"][0]["tree"])
+    cases = [
+        # claims of huge sizes inside the payload (decoded without allocating them)
+        ("map32 claims 4G entries", envelope(b"\xdf\xff\xff\xff\xff"), BadPayload),
+        ("str32 claims 4G bytes", envelope(b"\xdb\xff\xff\xff\xff"), BadPayload),
+        ("ext32 claims 4G bytes", envelope(b"\xc9\xff\xff\xff\xff\x05"), BadPayload),
+        ("tree bin32 claims 4G", envelope(_field(frame, mech + ("tree",), b"\xc6\xff\xff\xff\xff")), BadPayload),
+        ("sigma array32 claims 4G", envelope(_field(frame, mech + ("sigma",), b"\xdd\xff\xff\xff\xff")),
+         BadPayload),
+        # deep but decodable nesting where a scalar belongs: validators must not recurse
+        ("epoch nested 1000 deep", envelope(_field(frame, ("epoch",), _nest(1000))), SchemaError),
+        ("lo nested 1000 deep", envelope(_field(frame, mech + ("lo",), _nest(1000, 0.5))), SchemaError),
+        ("names nested 2000 deep", envelope(_field(frame, mech + ("names",), _nest(2000))), BadPayload),
+        # duplicate keys inside the mechanism map
+        ("duplicate mechanism key", envelope(msgpack.packb(payload_of(frame)).replace(
+            b"\xa1j\x01", b"\xa1j\x01", 1).replace(b"\xde\x00\x12", b"\xde\x00\x13", 1)
+            .replace(b"\xa1k", b"\xa1j\x02\xa1k", 1)), SchemaError),
+        # wrong types: bool, NaN, infinities, huge and negative ints, timestamps
+        ("NaN epoch", envelope(_field(frame, ("epoch",), P(float("nan")))), SchemaError),
+        ("inf seq", envelope(_field(frame, ("seq",), P(float("inf")))), SchemaError),
+        ("uint64 max seq", envelope(_field(frame, ("seq",), P(2 ** 64 - 1))), SchemaError),
+        ("int64 min epoch", envelope(_field(frame, ("epoch",), P(-2 ** 63))), SchemaError),
+        ("bool in eps", envelope(_field(frame, ("eps",), P([True, 1]))), SchemaError),
+        ("bool r", envelope(_field(frame, mech + ("r",), P(True))), SchemaError),
+        ("uint64 max k", envelope(_field(frame, mech + ("k",), P(2 ** 64 - 1))), SchemaError),
+        ("negative j", envelope(_field(frame, mech + ("j",), P(-1))), SchemaError),
+        ("NaN hi", envelope(_field(frame, mech + ("hi",), P([float("nan"), 1.0]))), SchemaError),
+        ("inf lo", envelope(_field(frame, mech + ("lo",), P([float("-inf"), 0.0]))), SchemaError),
+        ("bool clamp", envelope(_field(frame, mech + ("clamp",), P(True))), SchemaError),
+        ("huge clamp", envelope(_field(frame, mech + ("clamp",), P(2 ** 63))), SchemaError),
+        ("str tree", envelope(_field(frame, mech + ("tree",), P("x" * tree_len))), SchemaError),
+        ("invalid UTF-8 name", envelope(_field(frame, mech + ("names",), b"\x92\xa2\xff\xfe\xa1b")), BadPayload),
+        # ext types anywhere, including the timestamp ext msgpack decodes natively
+        ("ext in mechanism", envelope(_field(frame, mech + ("clamp",), b"\xd4\x05\x00")), BadPayload),
+        ("timestamp epoch", envelope(_field(frame, ("epoch",), b"\xd6\xff\x00\x00\x00\x01")), BadPayload),
+        ("timestamp96 out of range", envelope(_field(frame, ("seq",), b"\xc7\x0c\xff" + b"\xff" * 12)),
+         BadPayload),
+        # counter blocks that disagree with the declared parameters
+        ("hash and counter blocks for another k", envelope(_field(frame, mech + ("k",), P(4))), SchemaError),
+        ("hash and counter blocks for another j", envelope(_field(frame, mech + ("j",), P(3))), SchemaError),
+        ("sketch block for another w", envelope(_field(frame, mech + ("w",), P(32))), SchemaError),
+        ("sigma one level short", envelope(_field(frame, mech + ("sigma",),
+                                                  P(payload_of(frame)["mechs"][0]["sigma"][:-1]))), SchemaError),
+        ("hash block one row short", envelope(_field(frame, mech + ("hash",),
+                                                     P(payload_of(frame)["mechs"][0]["hash"][:-8]))), SchemaError),
+        # parameters that would make the host allocate absurd arrays
+        ("tree of 2**30 counters", envelope(_reshaped(frame, r=29, k=2 ** 29)), SchemaError),
+        ("29 sketch levels of 16 x 4096", envelope(_reshaped(frame, r=29, k=1, j=16, w=4096)), SchemaError),
+        ("eps 1/(2**64-1)", envelope(_field(frame, ("eps",), P([1, 2 ** 64 - 1]))), SchemaError),
+        ("1024 mechanisms", envelope(_field(frame, ("mechs",), b"\xdc\x04\x00" + b"\xc0" * 1024)), SchemaError),
+        # trailing bytes: inside the envelope, after a frame, and a partial second frame
+        ("bytes after the payload map", envelope(msgpack.packb(payload_of(frame)) + b"\xc0"), BadPayload),
+        ("frame then a partial frame", frame + frame[:40], TruncatedFrame),
+        ("frame then garbage", frame + b"\xff" * 7, BadEnvelope),
+        ("tag of wrong length", frame[:-1] + b"\xc4\x10" + b"\x00" * 32, BadEnvelope),
+    ]
+    return cases
+
+
+def _reshaped(frame, **params):
+    """Payload declaring other shape parameters (consistent budget and sigma)
+    while keeping the original, far smaller, counter blocks."""
+    p = payload_of(frame)
+    m = p["mechs"][0]
+    m.update(params)
+    m.update(sigma=[1] * (m["r"] + 1), budget=[m["r"] + 1 + m["clamp_p"], m["q"]])
+    return msgpack.packb(p)
+
+
+def test_hostile_corpus_is_rejected_typed_within_time_and_memory(frame):
+    import time
+    import tracemalloc
+    for name, buf, err in hostile_corpus(frame):
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        try:
+            with pytest.raises(err):
+                list(iter_frames(buf))
+        except BaseException as e:
+            raise AssertionError("%s: %r" % (name, e)) from e
+        finally:
+            elapsed = time.perf_counter() - t0
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        assert elapsed < TIME_CAP, (name, elapsed)
+        assert peak < MEM_CAP + 4 * len(buf), (name, peak)
+
+
+def test_hostile_corpus_within_an_address_space_limit(frame, tmp_path):
+    """The same corpus in a child process whose address space is capped at
+    256 MiB above what it uses at start: an allocation sized from a hostile
+    header would die there with MemoryError instead of passing."""
+    import pickle
+    import subprocess
+    import sys
+    corpus = tmp_path / "corpus.pkl"
+    corpus.write_bytes(pickle.dumps([(n, b, e.__name__) for n, b, e in hostile_corpus(frame)]))
+    code = r'''
+import pickle, resource, sys
+import host_tools.errors as E
+from host_tools.frames import iter_frames
+vm = [int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize")][0]
+resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), vm + (256 << 20)))
+bad = []
+for name, buf, err in pickle.loads(open(sys.argv[1], "rb").read()):
+    try:
+        list(iter_frames(buf))
+        bad.append((name, "accepted"))
+    except getattr(E, err):
+        pass
+    except BaseException as e:
+        bad.append((name, repr(e)))
+print(bad)
+'''
+    import os
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(tmp_path.parent) + os.pathsep + os.getcwd())
+    r = subprocess.run([sys.executable, "-c", code, str(corpus)], capture_output=True, text=True, timeout=120,
+                       env=env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+_msgpack_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2 ** 63, 2 ** 64 - 1) | st.floats() | st.text(max_size=8)
+    | st.binary(max_size=64),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzz_tagged_payload_fields_only_raise_frame_errors(frame, data):
+    """Structure-aware: replace fields of a valid payload by arbitrary msgpack
+    values and tag the result, so every case passes the tag check and reaches
+    the decoder and schema; anything but a FrameError or a valid Release is a bug."""
+    p = payload_of(frame)
+    mech = p["mechs"][0]
+    for _ in range(data.draw(st.integers(1, 3))):
+        target = p if data.draw(st.sampled_from(["top", "mech"])) == "top" else mech
+        field = data.draw(st.sampled_from(sorted(target)))
+        target[field] = data.draw(_msgpack_values)
+    buf = envelope(msgpack.packb(p), key=KEY)
+    try:
+        rel, end = parse_frame(buf, key_for=lambda d: KEY)
+    except FrameError:
+        return
+    assert rel.verified and end == len(buf)
