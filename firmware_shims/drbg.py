@@ -105,8 +105,9 @@ def seeded_source(seed):
     return ByteSource(HmacDrbg(material, b"seeded", PERSONALIZATION))
 
 
-def platform_source():
-    """A byte source seeded from the platform entropy (fails closed)."""
+def platform_source(source=None):
+    """A byte source seeded from the platform entropy (fails closed: EntropyError
+    when ``source`` (default ``os.urandom``) fails the health checks)."""
     from firmware_shims.entropy import gather
-    entropy, nonce = gather()
+    entropy, nonce = gather(source)
     return ByteSource(HmacDrbg(entropy, nonce, PERSONALIZATION))
