@@ -13,7 +13,8 @@ import numpy as np
 
 from host_tools.errors import EdgesynthError, InputError
 
-EPILOG = "Docs: README.md, docs/wire-format.md, docs/privacy.md."
+EPILOG = ("Docs: README.md; docs/ has config, privacy, wire-format, deployment, native, trust, "
+          "cdf and profile pages.")
 
 
 class Group(click.Group):
