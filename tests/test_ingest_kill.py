@@ -92,18 +92,25 @@ def kill_campaign(directory, kills, seed=0, per_round=5, devices=3, per_device=1
     AssertionError on any lost acknowledged frame or unusable store."""
     rng = random.Random(seed)
     ring, files, total = make_frames(directory, devices, per_device)
-    # one full uninterrupted run sets the time scale of the random kill moments
+    # kill moments are uniform over [start-up, full run]: two uninterrupted
+    # probe runs (an empty file, then every file) measure both ends
+    empty = os.path.join(directory, "empty.bin")
+    open(empty, "wb").close()
+    t0 = time.monotonic()
+    _run_killed(_ingest_cmd([empty], os.path.join(directory, "probe0.db"), ring), 600)
+    startup = time.monotonic() - t0
     t0 = time.monotonic()
     lines, _ = _run_killed(_ingest_cmd(files, os.path.join(directory, "probe.db"), ring), 600)
     full = time.monotonic() - t0
     assert len(_acked(lines)) == total
-    stats = {"kills": 0, "mid_ingest": 0, "acked": 0, "lost": 0, "frames": total, "full_run_s": full}
+    stats = {"kills": 0, "mid_ingest": 0, "acked": 0, "lost": 0, "frames": total, "full_run_s": full,
+             "startup_s": startup}
     rnd = 0
     while stats["kills"] < kills:
         db = os.path.join(directory, "store-%d.db" % rnd)
         acked = set()
         for _ in range(min(per_round, kills - stats["kills"])):
-            lines, finished = _run_killed(_ingest_cmd(files, db, ring), rng.uniform(0.0, full))
+            lines, finished = _run_killed(_ingest_cmd(files, db, ring), rng.uniform(startup, full))
             got = _acked(lines)
             acked |= got
             stats["kills"] += 0 if finished else 1
