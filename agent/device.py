@@ -27,7 +27,8 @@ CONSTRUCTION = ("agent.privhp_build", "agent.cdf_build", "agent.profile_build", 
 PAYLOAD_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")
 
 
-def _ratio(v, what):
+def ratio(v, what):
+    """A config fraction [numerator, denominator] of positive integers below 2**64."""
     if not isinstance(v, list) or len(v) != 2:
         raise ConfigError("%s must be [numerator, denominator]" % what)
     for x in v:
@@ -51,7 +52,7 @@ class Agent:
             raise ConfigError("config must be a JSON object")
         if cfg.get("format") != FORMAT:
             raise ConfigError("config format must be %d, got %r" % (FORMAT, cfg.get("format")))
-        self.eps = _ratio(cfg.get("epsilon"), "epsilon")
+        self.eps = ratio(cfg.get("epsilon"), "epsilon")
         relation = cfg.get("relation", "add-remove")
         if relation not in RELATIONS:
             raise ConfigError("relation must be 'add-remove' or 'replace', got %r" % (relation,))

@@ -20,7 +20,8 @@ Rules (privacy rule 5, docs/trust.md):
 
 Epsilon is kept as an exact fraction of integers (no floats on the device).
 """
-from agent.errors import BudgetError, ConfigError, SealedError
+from agent.device import ratio
+from agent.errors import BudgetError, SealedError
 from agent.persist import StateError, fingerprint, load, save
 
 
@@ -28,15 +29,6 @@ def _gcd(a, b):
     while b:
         a, b = b, a % b
     return a
-
-
-def _ratio(v, what):
-    if not isinstance(v, list) or len(v) != 2:
-        raise ConfigError("%s must be [numerator, denominator]" % what)
-    for x in v:
-        if not isinstance(x, int) or isinstance(x, bool) or x < 1 or x >= 1 << 64:
-            raise ConfigError("%s must hold two positive integers, got %r" % (what, v))
-    return v[0], v[1]
 
 
 class Ledger:
@@ -70,7 +62,7 @@ class Device:
 
     def __init__(self, cfg, path, device_id="device", key=None, seed=None):
         dev = cfg.get("device", {})
-        budget = _ratio(dev.get("lifetime_epsilon"), "device.lifetime_epsilon")
+        budget = ratio(dev.get("lifetime_epsilon"), "device.lifetime_epsilon")
         self.cfg, self.path, self.key, self.seed = cfg, path, key, seed
         self.device_id = device_id
         self.fp = fingerprint(cfg)

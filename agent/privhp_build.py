@@ -10,14 +10,11 @@ from array import array
 
 from agent.errors import ConfigError
 from agent.hashing import MAX_WIDTH, PARAMS_PER_HASH, derive_params
+from agent.spec import MAX_CHANNELS, MAX_Q, MAX_SCALE, draw, fill_noise, int_field, number
 
 MAX_DEPTH = 29           # heap ids 2**l + v stay below 2**30
 MAX_INT_SPAN = (1 << 29) - 1  # integer bounds: 2 * remainder stays below 2**30
 MAX_COUNTERS = 1 << 24   # 64 MiB of int32: far beyond any device, still a sanity cap
-NOISE_LIMIT = 1 << 29    # a draw this large has probability below 1e-1000 here
-MAX_Q = 1 << 48
-MAX_CHANNELS = 16
-MAX_SCALE = 1 << 22      # largest noise scale j*q/p_l: |noise| >= 2**29 then has probability < e**-127
 SKETCHES = ("cms", "cs")
 
 
@@ -31,21 +28,6 @@ def setup(m, spec, factor):
     m.factor = factor
     alloc(m)
     plan_levels(m)
-
-
-def _int(spec, name, lo, hi):
-    v = spec.get(name)
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo or v > hi:
-        raise ConfigError("privhp.%s must be an integer in [%d, %d], got %r" % (name, lo, hi, v))
-    return v
-
-
-def _number(v, what):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ConfigError("%s must be a number, got %r" % (what, v))
-    if isinstance(v, float) and not (v - v == 0.0):  # rejects nan and +-inf
-        raise ConfigError("%s must be finite, got %r" % (what, v))
-    return v
 
 
 def floor_log2(k):
@@ -85,8 +67,8 @@ def parse(m, spec):
         raise ConfigError("privhp.names must list one short name per channel")
     span = []
     for i in range(d):
-        a = _number(lo[i], "privhp.lo[%d]" % i)
-        b = _number(hi[i], "privhp.hi[%d]" % i)
+        a = number(lo[i], "privhp.lo[%d]" % i)
+        b = number(hi[i], "privhp.hi[%d]" % i)
         if not a < b:
             raise ConfigError("channel %d: lo (%r) must be below hi (%r)" % (i, a, b))
         s = b - a
@@ -95,16 +77,16 @@ def parse(m, spec):
         if isinstance(s, float) and not (s - s == 0.0):
             raise ConfigError("channel %d: span overflows" % i)
         span.append(s)
-    r = _int(spec, "r", 1, MAX_DEPTH)
-    k = _int(spec, "k", 1, 1 << 30)
-    w = _int(spec, "w", 1, MAX_WIDTH)
+    r = int_field(spec, "privhp", "r", 1, MAX_DEPTH)
+    k = int_field(spec, "privhp", "k", 1, 1 << 30)
+    w = int_field(spec, "privhp", "w", 1, MAX_WIDTH)
     if not is_pow2(w):
         raise ConfigError("privhp.w must be a power of two, got %d" % w)
-    j = _int(spec, "j", 1, 16)
+    j = int_field(spec, "privhp", "j", 1, 16)
     sk = spec.get("sketch", "cms")
     if sk not in SKETCHES:
         raise ConfigError("privhp.sketch must be 'cms' or 'cs', got %r" % (sk,))
-    q = _int(spec, "q", 1, MAX_Q)
+    q = int_field(spec, "privhp", "q", 1, MAX_Q)
     sigma = spec.get("sigma")
     if not isinstance(sigma, list) or len(sigma) != r + 1:
         raise ConfigError("privhp.sigma must list r+1 = %d integer budgets" % (r + 1))
@@ -112,7 +94,7 @@ def parse(m, spec):
         s = sigma[i]
         if not isinstance(s, int) or isinstance(s, bool) or s < 1 or s > MAX_Q:
             raise ConfigError("privhp.sigma[%d] must be a positive integer, got %r" % (i, s))
-    clamp_p = _int(spec, "clamp_p", 0, MAX_Q)
+    clamp_p = int_field(spec, "privhp", "clamp_p", 0, MAX_Q)
     seed = spec.get("hash_seed")
     if not isinstance(seed, str) or not 0 < len(seed) <= 64:
         raise ConfigError("privhp.hash_seed must be a public string of 1..64 characters")
@@ -152,7 +134,6 @@ def alloc(m):
 def draw_noise(m, rng):
     """Every counter's discrete Laplace noise, in wire order: tree levels in
     heap order, then sketch levels, rows, columns, then the clamp counter."""
-    from agent.dlap import discrete_laplace
     q = m.q * m.factor
     for lvl in range(m.r + 1):
         p = m.sigma[lvl]
@@ -161,16 +142,11 @@ def draw_noise(m, rng):
     if m.clamp_p and q > m.clamp_p * MAX_SCALE:
         raise ConfigError("the clamp counter's noise scale exceeds 2**22: clamp_p is too small")
     for lvl in range(m.L + 1):
-        _fill(m.tree_rows[lvl], rng, q, m.sigma[lvl], discrete_laplace)
+        fill_noise(m.tree_rows[lvl], rng, q, m.sigma[lvl])
     for i in range(len(m.sketch_rows)):
-        _fill(m.sketch_rows[i], rng, m.j * q, m.sigma[m.L + 1 + i // m.j], discrete_laplace)
+        fill_noise(m.sketch_rows[i], rng, m.j * q, m.sigma[m.L + 1 + i // m.j])
     if m.clamp_p:
-        m.clamp = _bounded(discrete_laplace(rng, q, m.clamp_p))
-
-
-def _fill(tab, rng, scale_num, scale_den, sampler):
-    for i in range(len(tab)):
-        tab[i] = _bounded(sampler(rng, scale_num, scale_den))
+        m.clamp = draw(rng, q, m.clamp_p)
 
 
 def plan_levels(m):
@@ -196,9 +172,3 @@ def plan_levels(m):
         levels.append((coord[l], 1 << l, tuple(rows)))
     m.sketch_levels = levels
 
-
-def _bounded(z):
-    # unreachable in practice: scales are capped at MAX_SCALE (draw_noise)
-    if z >= NOISE_LIMIT or z <= -NOISE_LIMIT:
-        raise ConfigError("noise draw out of range")
-    return z

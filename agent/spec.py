@@ -1,7 +1,8 @@
 """Shared checks for mechanism specs in a device config (construction phase).
 
-Small, allocation-light validators used by the CDF and profile builders; every
-failure is a ConfigError naming ``kind.field``.
+Small, allocation-light validators and the noise fill used by every
+mechanism's builder (privhp, cdf, profile); every failure is a ConfigError
+naming ``kind.field``.
 """
 from agent.errors import ConfigError
 
@@ -60,11 +61,16 @@ def check_scale(kind, scale_num, scale_den):
                           % (kind, scale_num, scale_den))
 
 
+def draw(rng, scale_num, scale_den):
+    """One exact discrete Laplace draw of scale num/den, |z| < NOISE_LIMIT."""
+    from agent.dlap import discrete_laplace
+    z = discrete_laplace(rng, scale_num, scale_den)
+    if z >= NOISE_LIMIT or z <= -NOISE_LIMIT:  # unreachable: scales are capped at MAX_SCALE
+        raise ConfigError("noise draw out of range")
+    return z
+
+
 def fill_noise(tab, rng, scale_num, scale_den):
     """Every cell of ``tab`` := one exact discrete Laplace draw of scale num/den."""
-    from agent.dlap import discrete_laplace
     for i in range(len(tab)):
-        z = discrete_laplace(rng, scale_num, scale_den)
-        if z >= NOISE_LIMIT or z <= -NOISE_LIMIT:  # unreachable: scales are capped
-            raise ConfigError("noise draw out of range")
-        tab[i] = z
+        tab[i] = draw(rng, scale_num, scale_den)

@@ -82,7 +82,7 @@ def validate(cfg):
     from agent.privhp_build import parse
     if not isinstance(cfg, dict) or cfg.get("format") != device.FORMAT:
         raise ConfigError("config format must be %d" % device.FORMAT)
-    eps = device._ratio(cfg.get("epsilon"), "epsilon")
+    eps = device.ratio(cfg.get("epsilon"), "epsilon")
     relation = cfg.get("relation", "add-remove")
     if relation not in device.RELATIONS:
         raise ConfigError("relation must be 'add-remove' or 'replace', got %r" % (relation,))

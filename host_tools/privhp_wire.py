@@ -6,7 +6,8 @@ import math
 import numpy as np
 
 from agent.hashing import MAX_WIDTH, P as HASH_P
-from agent.privhp_build import MAX_COUNTERS, MAX_DEPTH, MAX_Q
+from agent.privhp_build import MAX_COUNTERS, MAX_DEPTH
+from agent.spec import MAX_Q
 from host_tools.errors import MergeError, SchemaError
 
 KEYS = ("budget", "clamp", "clamp_p", "hash", "hash_p", "hi", "j", "k", "kind", "lo", "names",
