@@ -26,6 +26,7 @@ from agent.cdf_build import MAX_BINS, MAX_INT_SPAN
 from host_tools.budget import Q_BITS, split_integer
 from host_tools.cdf_estimate import level_use, plain_error, stored_widths, suffix_products
 from host_tools.errors import InputError
+from host_tools.plan import device_config
 
 MAX_FACTOR = 64
 PAD = 1.5
@@ -117,20 +118,14 @@ def plan_cdf(lo, hi, eps, bins, names=None, branching=None, relation="add-remove
     var = [_dlap_var(d * factor * q / s) for s in sigma]
     mech = {"kind": "cdf", "names": list(names), "lo": lo, "hi": hi, "bins": bins,
             "branching": branching, "q": q, "sigma": sigma}
-    return {
-        "format": 1,
-        "epsilon": [eps.numerator, eps.denominator],
-        "relation": relation,
-        "mechanisms": [mech],
-        "plan": {
-            "mechanism": "cdf",
-            "padded_leaves": math.prod(branching),
-            "counter_bytes": 4 * d * sum(widths),
-            "nodes_per_channel": sum(widths),
-            "plain_error_counts2": plain_error(bins, branching, var),
-            "epsilon": str(eps),
-        },
-    }
+    return device_config(eps, relation, mech, {
+        "mechanism": "cdf",
+        "padded_leaves": math.prod(branching),
+        "counter_bytes": 4 * d * sum(widths),
+        "nodes_per_channel": sum(widths),
+        "plain_error_counts2": plain_error(bins, branching, var),
+        "epsilon": str(eps),
+    })
 
 
 def _dlap_var(scale):

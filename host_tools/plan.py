@@ -160,21 +160,22 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
     mech = {"kind": "privhp", "names": list(names), "lo": lo, "hi": hi, "r": r, "k": k, "w": w,
             "j": jj, "sketch": sketch, "hash_seed": seed, "q": q, "sigma": sigma, "clamp_p": clamp_p}
     L = min(k.bit_length() - 1, r)
-    return {
-        "format": 1,
-        "epsilon": [eps.numerator, eps.denominator],
-        "relation": relation,
-        "mechanisms": [mech],
-        "plan": {
-            "ram_bytes": ram,
-            "counter_bytes": size,
-            "device_runtime": runtime,
-            "runtime_overhead_bytes": overhead,
-            "expected_peak_bytes": size + overhead,
-            "tree_levels": L + 1,
-            "sketch_levels": r - L,
-            "n_max": n_max,
-            "predicted_w1_bound": score,
-            "epsilon": str(eps),
-        },
-    }
+    return device_config(eps, relation, mech, {
+        "ram_bytes": ram,
+        "counter_bytes": size,
+        "device_runtime": runtime,
+        "runtime_overhead_bytes": overhead,
+        "expected_peak_bytes": size + overhead,
+        "tree_levels": L + 1,
+        "sketch_levels": r - L,
+        "n_max": n_max,
+        "predicted_w1_bound": score,
+        "epsilon": str(eps),
+    })
+
+
+def device_config(eps, relation, mech, notes):
+    """The public device config of one mechanism (docs/config.md) with the
+    planner's ``notes`` as its "plan" block, which the device ignores."""
+    return {"format": 1, "epsilon": [eps.numerator, eps.denominator], "relation": relation,
+            "mechanisms": [mech], "plan": notes}

@@ -5,6 +5,7 @@ import os
 
 from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS, MAX_SAMPLE_BITS
 from host_tools.errors import InputError
+from host_tools.plan import device_config
 from host_tools.profile_invert import truncation
 
 DEFAULT_NAME = "id"
@@ -49,20 +50,14 @@ def plan_profile(lo, hi, cap, eps, names=None, relation="add-remove", sample_bit
         if not 0 < len(seed) <= 64:
             raise InputError("--sample-seed must have 1..64 characters")
         mech["sample"] = {"bits": sample_bits, "seed": seed}
-    return {
-        "format": 1,
-        "epsilon": [eps.numerator, eps.denominator],
-        "relation": relation,
-        "mechanisms": [mech],
-        "plan": {
-            "mechanism": "profile",
-            "ids": d,
-            "sample_fraction": d / 2 ** sample_bits if sample_bits else None,
-            "counter_bytes": 4 * d,
-            "kappa": kappa,
-            "tau": truncation(d, alpha),
-            "expected_error_scale_l2": kappa / math.sqrt(d),
-            "note": "error ~ kappa/sqrt(d); size d from simulation, the worst-case bounds are 10-30x loose",
-            "epsilon": str(eps),
-        },
-    }
+    return device_config(eps, relation, mech, {
+        "mechanism": "profile",
+        "ids": d,
+        "sample_fraction": d / 2 ** sample_bits if sample_bits else None,
+        "counter_bytes": 4 * d,
+        "kappa": kappa,
+        "tau": truncation(d, alpha),
+        "expected_error_scale_l2": kappa / math.sqrt(d),
+        "note": "error ~ kappa/sqrt(d); size d from simulation, the worst-case bounds are 10-30x loose",
+        "epsilon": str(eps),
+    })
