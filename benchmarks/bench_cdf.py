@@ -175,7 +175,6 @@ def main():
             a.update((v,))
         rate = len(x) / (time.perf_counter() - t)
         frame = a.release()
-        rels = list(iter_frames(frame))
         tm, _ = median_time(lambda: assemble_cdf(list(iter_frames(frame))), reps=5)
         rows.append([K, "x".join(map(str, cfg["mechanisms"][0]["branching"])), a.counter_bytes(), len(frame),
                      "%.2f" % t_noise, "%.0f" % rate, "%.4f" % tm])

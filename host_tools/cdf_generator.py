@@ -13,10 +13,10 @@ import numpy as np
 
 from host_tools.cdf_estimate import cdf_from_leaves, gls_leaves, quantiles
 from host_tools.errors import InputError
+from host_tools.generators import read_file_map
 
 FORMAT = 1
 KIND = "edgesynth-cdf-generator"
-MAX_FILE = 256 << 20
 QUANTILES = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
 
 
@@ -60,13 +60,7 @@ class CDFGenerator:
 
     @classmethod
     def from_bytes(cls, data, source="generator"):
-        try:
-            m = msgpack.unpackb(data, raw=False, max_bin_len=MAX_FILE, max_str_len=1 << 16,
-                                max_array_len=1 << 16, max_map_len=1024, max_ext_len=0)
-        except Exception as e:
-            raise InputError("%s is not a generator file (%s)" % (source, str(e) or type(e).__name__))
-        if not isinstance(m, dict) or m.get("kind") != KIND or m.get("fmt") != FORMAT:
-            raise InputError("%s is not an edgesynth CDF generator" % source)
+        m = read_file_map(data, source, KIND, FORMAT, "CDF generator")
         try:
             d, K = len(m["names"]), int(m["bins"])
             F = np.frombuffer(m["cdf"], "<f8").reshape(d, K).copy()

@@ -414,7 +414,6 @@ def _load_generator(path):
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="CSV to write.")
 def sample(generator, count, seed, output):
     """Draw synthetic rows from a generator (free: no further privacy cost)."""
-    from host_tools.csvio import write_columns
     gen = _load_generator(generator)
     rng = np.random.default_rng(seed)
     block = 1 << 20

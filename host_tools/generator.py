@@ -10,11 +10,11 @@ import msgpack
 import numpy as np
 
 from host_tools.errors import InputError
+from host_tools.generators import read_file_map
 from host_tools.growth import leaf_boxes
 
 FORMAT = 1
 KIND = "edgesynth-generator"
-MAX_FILE = 256 << 20
 SAMPLE_BLOCK = 1 << 20  # points per block: bounds memory for any n
 
 
@@ -81,13 +81,7 @@ class Generator:
 
     @classmethod
     def from_bytes(cls, data, source="generator"):
-        try:
-            m = msgpack.unpackb(data, raw=False, max_bin_len=MAX_FILE, max_str_len=1 << 16,
-                                max_array_len=1 << 16, max_map_len=1024, max_ext_len=0)
-        except Exception as e:
-            raise InputError("%s is not a generator file (%s)" % (source, str(e) or type(e).__name__))
-        if not isinstance(m, dict) or m.get("kind") != KIND or m.get("fmt") != FORMAT:
-            raise InputError("%s is not an edgesynth generator (assemble writes one)" % source)
+        m = read_file_map(data, source, KIND, FORMAT, "generator (assemble writes one)")
         try:
             d = len(m["names"])
             level = np.frombuffer(m["level"], "<u1").astype(np.int64)

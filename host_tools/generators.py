@@ -10,6 +10,25 @@ import msgpack
 from host_tools.errors import InputError, MergeError
 
 MECHANISMS = ("privhp", "cdf", "profile")
+MAX_FILE = 256 << 20  # bytes of one generator file
+
+
+def _unpack(data, source):
+    try:
+        m = msgpack.unpackb(data, raw=False, max_bin_len=MAX_FILE, max_str_len=1 << 16,
+                            max_array_len=1 << 24, max_map_len=1024, max_ext_len=0, strict_map_key=False)
+    except Exception as e:
+        raise InputError("%s is not a generator file (%s)" % (source, str(e) or type(e).__name__))
+    return m if isinstance(m, dict) else None
+
+
+def read_file_map(data, source, kind, fmt, what):
+    """The top map of a generator file of ``kind`` and format ``fmt``;
+    InputError naming ``source`` (and ``what`` was expected) otherwise."""
+    m = _unpack(data, source)
+    if m is None or m.get("kind") != kind or m.get("fmt") != fmt:
+        raise InputError("%s is not an edgesynth %s" % (source, what))
+    return m
 
 
 def _classes():
@@ -21,12 +40,8 @@ def _classes():
 
 def load_generator(data, source="generator"):
     """The generator object saved in ``data``, whatever its kind."""
-    try:
-        kind = msgpack.unpackb(data, raw=False, max_bin_len=len(data), max_str_len=1 << 16,
-                               max_array_len=1 << 24, max_map_len=1024, max_ext_len=0,
-                               strict_map_key=False).get("kind")
-    except Exception:
-        kind = None
+    m = _unpack(data, source)
+    kind = m.get("kind") if m is not None else None
     cls = _classes().get(kind)
     if cls is None:
         raise InputError("%s is not an edgesynth generator (assemble writes one)" % source)

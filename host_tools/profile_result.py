@@ -16,11 +16,11 @@ import msgpack
 import numpy as np
 
 from host_tools.errors import InputError, MergeError
+from host_tools.generators import read_file_map
 from host_tools.profile_invert import DEFAULT_BETA, invert, naive_profile, tails, thresholds, unfold
 
 FORMAT = 1
 KIND = "edgesynth-profile"
-MAX_FILE = 256 << 20
 
 
 class ProfileResult:
@@ -47,14 +47,7 @@ class ProfileResult:
 
     @classmethod
     def from_bytes(cls, data, source="profile"):
-        try:
-            m = msgpack.unpackb(data, raw=False, max_bin_len=MAX_FILE, max_str_len=1 << 16,
-                                max_array_len=1 << 24, max_map_len=1024, max_ext_len=0,
-                                strict_map_key=False)
-        except Exception as e:
-            raise InputError("%s is not a profile file (%s)" % (source, str(e) or type(e).__name__))
-        if not isinstance(m, dict) or m.get("kind") != KIND or m.get("fmt") != FORMAT:
-            raise InputError("%s is not an edgesynth profile" % source)
+        m = read_file_map(data, source, KIND, FORMAT, "profile")
         try:
             f = np.frombuffer(m["profile"], "<f8").copy()
         except (KeyError, TypeError, ValueError) as e:

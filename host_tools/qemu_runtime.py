@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 
 from host_tools.errors import InputError
-from host_tools.firmware import CORE, CPUS, FLOAT, _c_bytes, _run, config_header, includedir, tool
+from host_tools.firmware import CORE, CPUS, FLOAT, _c_bytes, config_header, includedir, tool
 
 HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qemu")
 # board: QEMU machine, flash, RAM (the real part's), stack reserve
