@@ -6,7 +6,7 @@ Unloaded on MicroPython once the state is built (firmware_shims/memory.py).
 from array import array
 
 from agent.errors import ConfigError
-from agent.spec import MAX_CHANNELS, MAX_Q, check_scale, fill_noise, int_field, int_list, names_field, number
+from agent.spec import MAX_Q, bounds_field, check_scale, fill_noise, int_field, int_list, names_field
 
 KIND = "cdf"
 MAX_BINS = 1 << 24
@@ -18,24 +18,9 @@ MAX_COUNTERS = 1 << 24
 
 def setup(m, spec, factor):
     """Fill CDF object ``m`` from ``spec``: fields, zeroed counters, update plan."""
-    lo, hi = spec.get("lo"), spec.get("hi")
-    if not isinstance(lo, list) or not isinstance(hi, list) or not 1 <= len(lo) <= MAX_CHANNELS \
-            or len(lo) != len(hi):
-        raise ConfigError("cdf.lo and cdf.hi must be lists of equal length 1..%d" % MAX_CHANNELS)
+    lo, hi, span = bounds_field(spec, KIND, MAX_INT_SPAN)
     d = len(lo)
     m.names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])
-    span = []
-    for i in range(d):
-        a = number(lo[i], "cdf.lo[%d]" % i)
-        b = number(hi[i], "cdf.hi[%d]" % i)
-        if not a < b:
-            raise ConfigError("cdf channel %d: lo (%r) must be below hi (%r)" % (i, a, b))
-        s = b - a
-        if isinstance(s, int) and s > MAX_INT_SPAN:
-            raise ConfigError("cdf channel %d: integer span %d exceeds 2**28 - 1; use float bounds" % (i, s))
-        if isinstance(s, float) and not (s - s == 0.0):
-            raise ConfigError("cdf channel %d: span overflows" % i)
-        span.append(s)
     K = int_field(spec, KIND, "bins", 2, MAX_BINS)
     br = spec.get("branching")
     if not isinstance(br, list) or not 1 <= len(br) <= MAX_LEVELS:

@@ -10,7 +10,7 @@ from array import array
 
 from agent.errors import ConfigError
 from agent.hashing import MAX_WIDTH, PARAMS_PER_HASH, derive_params
-from agent.spec import MAX_CHANNELS, MAX_Q, MAX_SCALE, draw, fill_noise, int_field, number
+from agent.spec import MAX_Q, MAX_SCALE, bounds_field, draw, fill_noise, int_field, int_list, names_field
 
 MAX_DEPTH = 29           # heap ids 2**l + v stay below 2**30
 MAX_INT_SPAN = (1 << 29) - 1  # integer bounds: 2 * remainder stays below 2**30
@@ -53,30 +53,9 @@ def parse(m, spec):
     for name in spec:
         if name not in SPEC_KEYS:
             raise ConfigError("privhp has no field %r (fields: %s)" % (name, ", ".join(SPEC_KEYS)))
-    lo = spec.get("lo")
-    hi = spec.get("hi")
-    if not isinstance(lo, list) or not isinstance(hi, list) or not 1 <= len(lo) <= MAX_CHANNELS \
-            or len(lo) != len(hi):
-        raise ConfigError("privhp.lo and privhp.hi must be lists of equal length 1..%d" % MAX_CHANNELS)
+    lo, hi, span = bounds_field(spec, "privhp", MAX_INT_SPAN)
     d = len(lo)
-    names = spec.get("names")
-    if names is None:
-        names = ["x%d" % i for i in range(d)]
-    if not isinstance(names, list) or len(names) != d or \
-            not all(isinstance(s, str) and 0 < len(s) <= 64 for s in names):
-        raise ConfigError("privhp.names must list one short name per channel")
-    span = []
-    for i in range(d):
-        a = number(lo[i], "privhp.lo[%d]" % i)
-        b = number(hi[i], "privhp.hi[%d]" % i)
-        if not a < b:
-            raise ConfigError("channel %d: lo (%r) must be below hi (%r)" % (i, a, b))
-        s = b - a
-        if isinstance(s, int) and s > MAX_INT_SPAN:
-            raise ConfigError("channel %d: integer span %d exceeds 2**29 - 1" % (i, s))
-        if isinstance(s, float) and not (s - s == 0.0):
-            raise ConfigError("channel %d: span overflows" % i)
-        span.append(s)
+    names = names_field(spec, "privhp", d, ["x%d" % i for i in range(d)])
     r = int_field(spec, "privhp", "r", 1, MAX_DEPTH)
     k = int_field(spec, "privhp", "k", 1, 1 << 30)
     w = int_field(spec, "privhp", "w", 1, MAX_WIDTH)
@@ -87,13 +66,7 @@ def parse(m, spec):
     if sk not in SKETCHES:
         raise ConfigError("privhp.sketch must be 'cms' or 'cs', got %r" % (sk,))
     q = int_field(spec, "privhp", "q", 1, MAX_Q)
-    sigma = spec.get("sigma")
-    if not isinstance(sigma, list) or len(sigma) != r + 1:
-        raise ConfigError("privhp.sigma must list r+1 = %d integer budgets" % (r + 1))
-    for i in range(r + 1):
-        s = sigma[i]
-        if not isinstance(s, int) or isinstance(s, bool) or s < 1 or s > MAX_Q:
-            raise ConfigError("privhp.sigma[%d] must be a positive integer, got %r" % (i, s))
+    sigma = int_list(spec, "privhp", "sigma", r + 1, 1, MAX_Q)
     clamp_p = int_field(spec, "privhp", "clamp_p", 0, MAX_Q)
     seed = spec.get("hash_seed")
     if not isinstance(seed, str) or not 0 < len(seed) <= 64:
@@ -109,6 +82,7 @@ def parse(m, spec):
     m.names, m.lo, m.hi, m.span = names, lo, hi, span
     m.hash_seed = seed
     m.name_bytes = [s.encode() for s in names]
+
 
 def alloc(m):
     """Counters as one small array per tree level and per sketch row.

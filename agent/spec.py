@@ -45,6 +45,34 @@ def names_field(spec, kind, n, default):
     return names
 
 
+def bounds_field(spec, kind, max_int_span):
+    """(lo, hi, span) of the public box: ``lo``/``hi`` lists of 1..MAX_CHANNELS
+    finite numbers with lo < hi; an integer span at most ``max_int_span`` (the
+    mechanism's long division doubles it below 2**30), a float span finite."""
+    lo = spec.get("lo")
+    hi = spec.get("hi")
+    if not isinstance(lo, list) or not isinstance(hi, list) or not 1 <= len(lo) <= MAX_CHANNELS \
+            or len(lo) != len(hi):
+        raise ConfigError("%s.lo and %s.hi must be lists of equal length 1..%d" % (kind, kind, MAX_CHANNELS))
+    span = []
+    for i in range(len(lo)):
+        a = number(lo[i], "%s.lo[%d]" % (kind, i))
+        b = number(hi[i], "%s.hi[%d]" % (kind, i))
+        if not a < b:
+            raise ConfigError("%s channel %d: lo (%r) must be below hi (%r)" % (kind, i, a, b))
+        s = b - a
+        if isinstance(s, int) and s > max_int_span:
+            e = 0
+            while (1 << e) <= max_int_span:    # max_int_span is 2**e - 1
+                e += 1
+            raise ConfigError("%s channel %d: integer span %d exceeds 2**%d - 1; use float bounds"
+                              % (kind, i, s, e))
+        if isinstance(s, float) and not (s - s == 0.0):
+            raise ConfigError("%s channel %d: span overflows" % (kind, i))
+        span.append(s)
+    return lo, hi, span
+
+
 def number(v, what):
     """A finite int or float (bool refused)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
