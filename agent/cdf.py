@@ -81,8 +81,8 @@ class CDF:
                             j += 1
                 else:
                     j = int(r * K / s)
-                    if j >= K:  # float rounding just below hi
-                        j = K - 1
+                if j >= K:  # a float reading just below hi whose x - lo rounds up to the span
+                    j = K - 1
             else:  # at or below lo, or NaN
                 j = 0
             for tab, P in levels:

@@ -18,10 +18,23 @@ MAX_COUNTERS = 1 << 24
 
 def setup(m, spec, factor):
     """Fill CDF object ``m`` from ``spec``: fields, zeroed counters, update plan."""
+    parse(m, spec, factor)
+    # one small array per channel and level (no large contiguous block, as PrivHP)
+    m.rows = [[array("i", range(w)) for w in m.widths] for _ in range(m.d)]
+    _plan(m)
+
+
+def parse(m, spec, factor):
+    """Validate ``spec`` and set the public fields of ``m`` (no counters):
+    shared with the native runtime, which keeps its counters in C."""
     lo, hi, span = bounds_field(spec, KIND, MAX_INT_SPAN)
     d = len(lo)
     m.names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])
     K = int_field(spec, KIND, "bins", 2, MAX_BINS)
+    for c in range(d):
+        t = span[c] * K   # float bounds bin by (x - lo) * K / span: the product must stay finite
+        if isinstance(t, float) and not (t - t == 0.0):
+            raise ConfigError("cdf channel %d: span * bins overflows a float" % c)
     br = spec.get("branching")
     if not isinstance(br, list) or not 1 <= len(br) <= MAX_LEVELS:
         raise ConfigError("cdf.branching must list 1..%d branching factors" % MAX_LEVELS)
@@ -51,9 +64,6 @@ def setup(m, spec, factor):
     m.P = P
     m.widths = widths
     m.name_bytes = [s.encode() for s in m.names]
-    # one small array per channel and level (no large contiguous block, as PrivHP)
-    m.rows = [[array("i", range(w)) for w in widths] for _ in range(d)]
-    _plan(m)
 
 
 def _plan(m):

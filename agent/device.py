@@ -71,7 +71,10 @@ class Agent:
             self.mechs = _build(specs, seed, RELATIONS[relation], restore)
         finally:
             unload(CONSTRUCTION)
-        self._check_budget()
+        budgets = []
+        for m in self.mechs:
+            budgets.append(m.budget())
+        check_budget(self.eps, budgets)
         # release-phase code and buffers, loaded now that construction code is
         # gone: the peak heap is counters plus the larger of the two phases
         from agent.msgpack_out import Encoder, key
@@ -90,15 +93,6 @@ class Agent:
         # the single-mechanism case is the hot path: bind its update directly
         one = len(self.mechs) == 1 and self._routes[0][1] is None
         self.update = self.mechs[0].update if one else self._update_all
-
-    def _check_budget(self):
-        num, den = 0, 1
-        for m in self.mechs:
-            n, d = m.budget()
-            num, den = num * d + n * den, den * d
-        if num * self.eps[1] != self.eps[0] * den:
-            raise ConfigError("mechanism budgets add up to %d/%d, not epsilon %d/%d"
-                              % (num, den, self.eps[0], self.eps[1]))
 
     def _update_all(self, x):
         for up, cols, buf in self._routes:
@@ -212,17 +206,23 @@ class Agent:
         return total
 
 
+def check_budget(eps, budgets):
+    """Refuse unless the mechanisms' (num, den) budgets add up to ``eps``
+    exactly (sequential composition; integer arithmetic, no rounding)."""
+    num, den = 0, 1
+    for n, d in budgets:
+        num, den = num * d + n * den, den * d
+    if num * eps[1] != eps[0] * den:
+        raise ConfigError("mechanism budgets add up to %d/%d, not epsilon %d/%d"
+                          % (num, den, eps[0], eps[1]))
+
+
 def _build(specs, seed, factor, restore=None):
     """Construction phase: every mechanism's tables (allocated first, while the
     heap is still unfragmented), then the noise source and their noise."""
     mechs = []
     for i in range(len(specs)):
-        spec = specs[i]
-        kind = spec.get("kind") if isinstance(spec, dict) else None
-        if kind not in MECHANISMS:
-            raise ConfigError("mechanisms[%d].kind %r is not one of %s"
-                              % (i, kind, ", ".join(sorted(MECHANISMS))))
-        mechs.append(mechanism_class(kind)(spec, factor))
+        mechs.append(mechanism_class(spec_kind(specs[i], i))(specs[i], factor))
     if restore is not None:
         restore(mechs)  # the persisted noisy counters: no second noise draw
         return mechs
@@ -231,6 +231,15 @@ def _build(specs, seed, factor, restore=None):
     for m in mechs:
         m.draw_noise(rng)
     return mechs
+
+
+def spec_kind(spec, i):
+    """The kind of mechanism entry ``i`` of a config; ConfigError unless known."""
+    kind = spec.get("kind") if isinstance(spec, dict) else None
+    if kind not in MECHANISMS:
+        raise ConfigError("mechanisms[%d].kind %r is not one of %s"
+                          % (i, kind, ", ".join(sorted(MECHANISMS))))
+    return kind
 
 
 def mechanism_class(kind):

@@ -18,6 +18,13 @@ MAX_SAMPLE_BITS = 28     # Feistel halves of 14 bits: a * R + b < 2**29
 
 def setup(m, spec, factor):
     """Fill Profile object ``m`` from ``spec`` and allocate its counters."""
+    parse(m, spec, factor)
+    m.ctr = array("i", range(m.n))  # one block, allocated once; the noise overwrites every cell
+
+
+def parse(m, spec, factor):
+    """Validate ``spec`` and set the public fields of ``m`` (no counters):
+    shared with the native runtime, which keeps its counters in C."""
     m.names = names_field(spec, KIND, 1, ["id"])
     lo = int_field(spec, KIND, "lo", 0, MAX_ID)
     hi = int_field(spec, KIND, "hi", 1, MAX_ID + 1)
@@ -30,7 +37,6 @@ def setup(m, spec, factor):
     m.p = int_field(spec, KIND, "p", 1, MAX_Q)
     m.factor = factor
     m.name_bytes = [s.encode() for s in m.names]
-    m.ctr = array("i", range(m.n))  # one block, allocated once; the noise overwrites every cell
 
 
 def _sample(m, sample):
@@ -42,6 +48,7 @@ def _sample(m, sample):
     ids) or {"bits": even 2..28, "seed": public string}."""
     m.bits = m.half = m.mask = m.universe = 0
     m.keys = ()
+    m.sample_seed = None
     if sample is None:
         return
     if not isinstance(sample, dict):
@@ -56,6 +63,7 @@ def _sample(m, sample):
         raise ConfigError("profile sample range [lo, hi) must lie inside [0, 2**bits)")
     m.bits, m.half, m.universe = bits, bits >> 1, 1 << bits
     m.mask = (1 << m.half) - 1
+    m.sample_seed = seed
     m.keys = tuple(derive_params(seed.encode(), 8))
 
 

@@ -1,19 +1,23 @@
 """The native runtime: the agent's C core (agent/c) through cffi, batch calls.
 
     a = NativeAgent(cfg, seed=b"...", device_id="dev", key=None)
-    a.update((412, 1977))           # one reading
-    a.update_rows(array)            # (n, d) numpy array: one C call for all rows
+    a.update((412, 1977))           # one reading, its values in the config's input order
+    a.update_rows(array)            # (n, inputs) numpy array: one C call per mechanism
     frame = a.release()             # bytes, identical to agent.Agent's
 
-The config is parsed and validated by the Python agent's own code
-(agent/privhp_build.py, agent/device.py), then its numbers are handed to C;
-the noise, hashes, update and frame are the C core's. Integer readings on
-integer bounds take the integer quantiser (es_quant_i32.c); anything else takes
-es_quant_f64.c, which repeats the Python agent's float operations exactly.
+Every mechanism kind runs in C (privhp, cdf, profile), one or several per
+device. The config is parsed and validated by the Python agent's own code
+(``parse`` of agent/privhp_build.py, cdf_build.py, profile_build.py; the budget
+and column checks of agent/device.py), then its numbers are handed to C; the
+noise, hashes, update and frame are the C core's. Per mechanism, integer
+readings on integer bounds take the integer path (es_quant_i32.c, es_cdf.c);
+anything else takes the float path (es_quant_f64.c, es_cdf_f64.c), which
+repeats the Python agent's float operations exactly. Profile ids are int32.
 
 Where the extension was not built (no C compiler at install), ``NativeAgent``
-is the Python agent plus host_tools/batch.py, with a visible warning: same
-bytes, slower. ``includedir()`` gives firmware builds the C headers and sources.
+is the Python agent plus the vectorised ingestion of host_tools/sketch_ingest.py,
+with a visible warning: same bytes, slower. ``includedir()`` gives firmware
+builds the C headers and sources.
 """
 import os
 import struct
@@ -29,7 +33,8 @@ except ImportError:  # not built: pure-Python fallback below
     ffi = lib = None
 
 ES_OK, ES_E_CONFIG, ES_E_MEMORY, ES_E_SEALED, ES_E_FULL, ES_E_ENTROPY, ES_E_RANGE = 0, -1, -2, -3, -4, -5, -6
-INT32_SAFE = (-(1 << 31) + 1, (1 << 31) - 2)  # int bounds the i32 path takes (readings clip outside)
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT32_SAFE = (INT32_MIN + 1, INT32_MAX - 1)   # int bounds the i32 paths take (readings clip outside)
 EXACT_F64 = 1 << 53                            # integer bounds exact as doubles
 FALLBACK_WARNING = ("edgesynth: the native core (host_tools._es_native) is not built, probably no C "
                     "compiler at install; the native runtime falls back to the Python agent (same "
@@ -59,7 +64,7 @@ def _check(status, what):
     if status == ES_E_ENTROPY:
         raise ConfigError("%s: the DRBG refused (entropy or reseed interval)" % what)
     if status == ES_E_CONFIG and what == "noise":
-        raise ConfigError("a noise scale j*q/p exceeds 2**22: some budget share is too small")
+        raise ConfigError("a noise scale exceeds 2**22: some budget share is too small")
     raise ConfigError("%s failed with status %d" % (what, status))
 
 
@@ -71,62 +76,127 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def validate(cfg):
-    """The Python agent's checks, without building it: returns
-    (privhp fields object, relation factor, (eps num, den)).
+class _Fields:
+    """The public fields of one mechanism spec, as its builder's ``parse`` sets them."""
+    update = None  # agent.device._routes binds it; the C core updates instead
 
-    Raises ConfigError like ``agent.Agent``; configs the C core cannot take
-    (several mechanisms, integer bounds beyond 2**53) get a clear one too.
+
+def _parse(spec, i, factor):
+    from agent import cdf_build, privhp_build, profile_build
+    from agent.device import spec_kind
+    m = _Fields()
+    m.kind = spec_kind(spec, i)
+    if m.kind == "privhp":
+        privhp_build.parse(m, spec)
+    elif m.kind == "cdf":
+        cdf_build.parse(m, spec, factor)
+    else:
+        profile_build.parse(m, spec, factor)
+    return m
+
+
+def validate(cfg):
+    """The Python agent's checks, without building it: returns (list of parsed
+    mechanism fields, relation factor, (eps num, den), per mechanism the
+    reading's column indices it reads).
+
+    Raises ConfigError like ``agent.Agent``; integer bounds the C core cannot
+    hold exactly (2**53 and beyond) get a clear one too.
     """
     from agent import device
-    from agent.privhp_build import parse
     if not isinstance(cfg, dict) or cfg.get("format") != device.FORMAT:
         raise ConfigError("config format must be %d" % device.FORMAT)
     eps = device.ratio(cfg.get("epsilon"), "epsilon")
     relation = cfg.get("relation", "add-remove")
     if relation not in device.RELATIONS:
         raise ConfigError("relation must be 'add-remove' or 'replace', got %r" % (relation,))
+    factor = device.RELATIONS[relation]
     specs = cfg.get("mechanisms")
-    if not isinstance(specs, list) or len(specs) != 1 or not isinstance(specs[0], dict) \
-            or specs[0].get("kind") != "privhp":
-        raise ConfigError("the native core runs configs with exactly one privhp mechanism")
+    if not isinstance(specs, list) or not 1 <= len(specs) <= device.MAX_MECHANISMS:
+        raise ConfigError("config needs a list of 1..%d mechanisms" % device.MAX_MECHANISMS)
+    mechs = [_parse(spec, i, factor) for i, spec in enumerate(specs)]
+    for m in mechs:
+        for v in (m.lo + m.hi if m.kind != "profile" else []):
+            if _is_int(v) and abs(v) >= EXACT_F64:
+                raise ConfigError("the native core needs integer bounds below 2**53 in magnitude, got %d" % v)
+    device.check_budget(eps, [device.mechanism_class(m.kind).budget(m) for m in mechs])
+    inputs, routes = device._routes(cfg, mechs)
+    cols = [list(c) if c is not None else list(range(len(m.names))) for m, (_, c, _) in zip(mechs, routes)]
+    return mechs, factor, eps, len(inputs), cols
 
-    class Fields:
-        pass
-    m = Fields()
-    parse(m, specs[0])
-    for v in m.lo + m.hi:
-        if _is_int(v) and abs(v) >= EXACT_F64:
-            raise ConfigError("the native core needs integer bounds below 2**53 in magnitude, got %d" % v)
-    budget = m.clamp_p + sum(m.sigma)
-    if budget * eps[1] != eps[0] * m.q:
-        raise ConfigError("mechanism budgets add up to %d/%d, not epsilon %d/%d"
-                          % (budget, m.q, eps[0], eps[1]))
-    return m, device.RELATIONS[relation], eps
+
+def _bounds(m, exact_mask):
+    """Bound fields of a privhp or cdf C config. ``int_path``: every channel
+    has integer bounds in int32, so integer readings take the int32 update.
+    ``exact_mask`` True: int_mask marks integer bounds (the cdf's exact
+    binning); False: integer bounds in int32 (privhp's integer quantiser)."""
+    ints = [_is_int(a) and _is_int(b) for a, b in zip(m.lo, m.hi)]
+    safe = [i and INT32_SAFE[0] <= a and b <= INT32_SAFE[1] for i, a, b in zip(ints, m.lo, m.hi)]
+    mask = ints if exact_mask else safe
+    int_path = all(safe)
+    return int_path, [
+        ("int_mask", "uint16_t", sum(1 << i for i in range(m.d) if mask[i])),
+        ("lo_i", "int32_t[]", list(m.lo) if int_path else None),
+        ("hi_i", "int32_t[]", list(m.hi) if int_path else None),
+        ("lo_f", "double[]", [float(v) for v in m.lo]),
+        ("hi_f", "double[]", [float(v) for v in m.hi]),
+        ("lo_bits", "f64bits[]", [_f64_bits(v) for v in m.lo]),
+        ("hi_bits", "f64bits[]", [_f64_bits(v) for v in m.hi]),
+        ("names", "names", list(m.name_bytes))]
+
+
+def _privhp(m):
+    int_path, bounds = _bounds(m, exact_mask=False)
+    counters = (1 << (m.L + 1)) - 1 + (m.r - m.L) * m.j * m.w
+    params = (m.r - m.L) * m.j * (8 if m.sketch == "cs" else 4)
+    seed = m.hash_seed.encode()
+    fields = [("d", "uint8_t", m.d), ("r", "uint8_t", m.r), ("j", "uint8_t", m.j),
+              ("sketch", "uint8_t", 1 if m.sketch == "cs" else 0), ("k", "uint32_t", m.k),
+              ("w", "uint32_t", m.w), ("q", "uint64_t", m.q), ("clamp_p", "uint64_t", m.clamp_p),
+              ("sigma", "uint64_t[]", list(m.sigma))] + bounds + [
+        ("hash_seed", "bytes", seed), ("hash_seed_len", "uint16_t", len(seed))]
+    # es_privhp_mem_size: int32 counters, then uint16 hash parameters padded to 4 bytes
+    return int_path, 4 * counters + ((2 * params + 3) & ~3), fields
+
+
+def _cdf(m):
+    int_path, bounds = _bounds(m, exact_mask=True)
+    fields = [("d", "uint8_t", m.d), ("m", "uint8_t", len(m.branching)), ("K", "uint32_t", m.K),
+              ("branching", "uint32_t[]", list(m.branching)), ("q", "uint64_t", m.q),
+              ("sigma", "uint64_t[]", list(m.sigma))] + bounds
+    return int_path, 4 * m.d * sum(m.widths), fields
+
+
+def _profile(m):
+    seed = m.sample_seed.encode() if m.bits else b""   # C derives the Feistel keys from it
+    fields = [("lo", "uint32_t", m.lo), ("hi", "uint32_t", m.hi), ("cap", "uint32_t", m.cap),
+              ("p", "uint64_t", m.p), ("q", "uint64_t", m.q), ("bits", "uint8_t", m.bits),
+              ("seed", "bytes", seed or None), ("seed_len", "uint16_t", len(seed)),
+              ("names", "names", list(m.name_bytes))]
+    return True, 4 * m.n, fields
+
+
+PARAMS = {"privhp": _privhp, "cdf": _cdf, "profile": _profile}
 
 
 def core_params(cfg):
-    """The numbers the C core takes (es_privhp_cfg_t and es_agent_init), from a
-    config the Python agent's checks accept: shared by the cffi binding and the
-    firmware config header (host_tools/firmware.py)."""
-    m, factor, eps = validate(cfg)
-    ints = [_is_int(a) and _is_int(b) and INT32_SAFE[0] <= a and b <= INT32_SAFE[1]
-            for a, b in zip(m.lo, m.hi)]
-    return {"d": m.d, "r": m.r, "j": m.j, "sketch": 1 if m.sketch == "cs" else 0, "k": m.k, "w": m.w,
-            "q": m.q, "clamp_p": m.clamp_p, "sigma": list(m.sigma), "L": m.L,
-            "int_mask": sum(1 << i for i in range(m.d) if ints[i]), "int_path": all(ints),
-            "lo": list(m.lo), "hi": list(m.hi), "lo_f": [float(v) for v in m.lo],
-            "hi_f": [float(v) for v in m.hi], "lo_bits": [_f64_bits(v) for v in m.lo],
-            "hi_bits": [_f64_bits(v) for v in m.hi], "names": list(m.name_bytes),
-            "hash_seed": m.hash_seed.encode(), "factor": factor, "eps": eps,
-            "mem_bytes": mem_bytes(m)}
+    """The numbers the C core takes, from a config the Python agent's checks
+    accept: shared by the cffi binding and the firmware config header
+    (host_tools/firmware.py).
 
-
-def mem_bytes(m):
-    """es_privhp_mem_size: int32 counters, then uint16 hash parameters padded to 4 bytes."""
-    counters = (1 << (m.L + 1)) - 1 + (m.r - m.L) * m.j * m.w
-    params = (m.r - m.L) * m.j * (8 if m.sketch == "cs" else 4)
-    return 4 * counters + ((2 * params + 3) & ~3)
+    Returns {"factor", "eps", "inputs" (values per reading), "mechs": [{"kind",
+    "cols" (reading columns it reads, in its channel order), "d", "int_path"
+    (integer readings take its int32 update), "mem_bytes" (es_<kind>_mem_size),
+    "fields": [(C field, C type, value), ...] in the C struct's order}]}.
+    """
+    mechs, factor, eps, inputs, cols = validate(cfg)
+    out = []
+    for m, c in zip(mechs, cols):
+        int_path, mem, fields = PARAMS[m.kind](m)
+        out.append({"kind": m.kind, "cols": c, "d": len(c), "int_path": int_path, "mem_bytes": mem,
+                    "fields": fields})
+    return {"factor": factor, "eps": eps, "inputs": inputs, "mechs": out,
+            "mem_bytes": sum(p["mem_bytes"] for p in out)}
 
 
 def device_bytes(device_id):
@@ -135,7 +205,7 @@ def device_bytes(device_id):
 
 
 def core_readings(data, int_path):
-    """("i32", int32 rows) when the integer quantiser applies (integer bounds,
+    """("i32", int32 rows) when the integer path applies (integer bounds,
     integral readings; values outside int32 clip, which keeps their cell since
     the bounds sit inside INT32_SAFE), else ("f64", float64 rows)."""
     data = np.asarray(data)
@@ -145,12 +215,65 @@ def core_readings(data, int_path):
                 and np.all(data == np.floor(data)):
             ints = data.astype(np.int64)
         if ints is not None:
-            return "i32", np.ascontiguousarray(np.clip(ints, -(1 << 31), (1 << 31) - 1), dtype=np.int32)
+            return "i32", np.ascontiguousarray(np.clip(ints, INT32_MIN, INT32_MAX), dtype=np.int32)
     return "f64", np.ascontiguousarray(data, dtype=np.float64)
 
 
+class _Mech:
+    """One mechanism's C state, config struct and counter memory."""
+
+    def __init__(self, p, factor, new):
+        self.kind, self.cols, self.d, self.int_path = p["kind"], p["cols"], p["d"], p["int_path"]
+        cfg = new("es_%s_cfg_t *" % self.kind, None)
+        for name, ctype, value in p["fields"]:
+            if value is None:
+                continue  # NULL pointer
+            if ctype == "names":
+                value = new("char *[]", [new("char[]", b) for b in value])
+            elif ctype == "bytes":
+                value = new("uint8_t[]", value)
+            elif ctype.endswith("[]"):
+                value = new(ctype.replace("f64bits", "uint64_t"), value)
+            setattr(cfg, name, value)
+        size = getattr(lib, "es_%s_mem_size" % self.kind)(cfg)
+        if size != p["mem_bytes"]:
+            raise ConfigError("the native core rejected the %s parameters" % self.kind)
+        self.mem = new("uint32_t[]", (size + 3) // 4)
+        self.state = new("es_%s_t *" % self.kind, None)
+        _check(getattr(lib, "es_%s_init" % self.kind)(self.state, cfg, factor, self.mem, size),
+               "%s init" % self.kind)
+        self.base = ffi.addressof(self.state[0], "base")
+        self._i32 = getattr(lib, "es_%s_update_i32" % self.kind)
+        self._f64 = getattr(lib, "es_%s_update_f64" % self.kind, None)
+
+    def update(self, values):
+        """One reading's values for this mechanism (its channel order)."""
+        if self.kind == "profile":
+            v = values[0]
+            if not _is_int(v):
+                raise ValueError("profile ids must be integers, got %r" % (v,))
+            _check(self._i32(self.state, ffi.new("int32_t[1]", [min(max(v, INT32_MIN), INT32_MAX)]), 1),
+                   "update")
+        elif self.int_path and all(_is_int(v) for v in values):
+            buf = ffi.new("int32_t[]", [min(max(v, INT32_MIN), INT32_MAX) for v in values])
+            _check(self._i32(self.state, buf, 1), "update")
+        else:  # ints beyond 2**53 round but stay outside the box: same cell
+            _check(self._f64(self.state, ffi.new("double[]", [float(v) for v in values]), 1), "update")
+
+    def update_rows(self, data):
+        """Every row of ``data`` (n, d): one C call."""
+        kind, x = core_readings(data, self.int_path)
+        if kind == "i32":
+            st = self._i32(self.state, ffi.from_buffer("int32_t[]", x), len(x))
+        elif self.kind == "profile":
+            raise ValueError("profile ids must be integers")
+        else:
+            st = self._f64(self.state, ffi.from_buffer("double[]", x), len(x))
+        _check(st, "update")
+
+
 class NativeAgent:
-    """The C core holding one PrivHP state; the API of ``agent.Agent``."""
+    """The C core holding a device's mechanism states; the API of ``agent.Agent``."""
 
     def __new__(cls, *args, **kw):
         if lib is None:
@@ -164,36 +287,14 @@ class NativeAgent:
         for name, v in (("epoch", epoch), ("seq", seq)):
             if not _is_int(v) or not 0 <= v < 1 << 32:
                 raise ConfigError("%s must be an integer in [0, 2**32), got %r" % (name, v))
-        self.d = p["d"]
-        self.int_path = p["int_path"]
-        factor = p["factor"]
-        eps = p["eps"]
+        self.inputs = p["inputs"]
         keep = self._keep = []  # cffi objects the C structs point into
 
         def new(ctype, init):
             obj = ffi.new(ctype, init)
             keep.append(obj)
             return obj
-        c = self._cfg = new("es_privhp_cfg_t *", None)
-        for f in ("d", "r", "j", "sketch", "k", "w", "q", "clamp_p", "int_mask"):
-            setattr(c, f, p[f])
-        c.sigma = new("uint64_t[]", p["sigma"])
-        if self.int_path:
-            c.lo_i = new("int32_t[]", p["lo"])
-            c.hi_i = new("int32_t[]", p["hi"])
-        c.lo_f = new("double[]", p["lo_f"])
-        c.hi_f = new("double[]", p["hi_f"])
-        c.lo_bits = new("uint64_t[]", p["lo_bits"])
-        c.hi_bits = new("uint64_t[]", p["hi_bits"])
-        c.names = new("char *[]", [new("char[]", b) for b in p["names"]])
-        c.hash_seed = new("uint8_t[]", p["hash_seed"])
-        c.hash_seed_len = len(p["hash_seed"])
-        size = lib.es_privhp_mem_size(c)
-        if size != p["mem_bytes"]:
-            raise ConfigError("the native core rejected the privhp parameters")
-        self._mem = new("uint32_t[]", (size + 3) // 4)
-        st = self._state = new("es_privhp_t *", None)
-        _check(lib.es_privhp_init(st, c, factor, self._mem, size), "privhp init")
+        self.mechs = [_Mech(m, p["factor"], new) for m in p["mechs"]]
         rng = ffi.new("es_drbg_t *")
         if seed is None:
             from firmware_shims.entropy import gather
@@ -203,41 +304,36 @@ class NativeAgent:
             seed_b = seed.encode() if isinstance(seed, str) else bytes(seed)
             _check(lib.es_drbg_seeded(rng, seed_b, len(seed_b)), "DRBG")
         self._id = new("uint8_t[]", dev)
-        mechs = new("es_privhp_t *[]", [st])
+        bases = new("es_mech_t *[]", [m.base for m in self.mechs])
         a = self._agent = new("es_agent_t *", None)
         key_b = None if key is None else bytes(key)
-        _check(lib.es_agent_init(a, mechs, 1, factor, eps[0], eps[1], self._id, len(dev), epoch, seq,
-                                 key_b if key_b is not None else ffi.NULL,
+        eps = p["eps"]
+        _check(lib.es_agent_init(a, bases, len(self.mechs), p["factor"], eps[0], eps[1], self._id, len(dev),
+                                 epoch, seq, key_b if key_b is not None else ffi.NULL,
                                  0 if key_b is None else len(key_b), rng), "noise")
-        self._scratch = ffi.new("double[]", self.d)
 
     @property
     def sealed(self):
         return bool(self._agent.sealed)
 
     def update(self, x):
-        """Count one reading (a sequence of d numbers)."""
-        if self.int_path and all(_is_int(v) for v in x):
-            buf = ffi.new("int32_t[]", [min(max(v, -(1 << 31)), (1 << 31) - 1) for v in x])
-            _check(lib.es_privhp_update_i32(self._state, buf), "update")
-            return
-        s = self._scratch
-        for i in range(self.d):
-            s[i] = float(x[i])  # ints beyond 2**53 round but stay outside the box: same cell
-        _check(lib.es_privhp_update_f64(self._state, s), "update")
+        """Count one reading (a sequence of the config's input values)."""
+        if self.sealed:  # before any mechanism counts: a sealed device changes nothing
+            raise SealedError("state was released; start a new epoch with fresh noise")
+        for m in self.mechs:
+            m.update([x[c] for c in m.cols])
 
     def update_rows(self, data):
-        """Count every row of ``data`` (n, d): one C call. Integer arrays (or
-        float arrays holding integers) on integer bounds take the integer path."""
+        """Count every row of ``data`` (n, inputs): one C call per mechanism,
+        each on its own columns. Integer arrays (or float arrays holding
+        integers) on integer bounds take the integer path."""
         data = np.asarray(data)
-        if data.ndim != 2 or data.shape[1] != self.d:
-            raise ValueError("expected an (n, %d) array of readings" % self.d)
-        kind, x = core_readings(data, self.int_path)
-        if kind == "i32":
-            st = lib.es_privhp_update_i32_rows(self._state, ffi.from_buffer("int32_t[]", x), len(x))
-        else:
-            st = lib.es_privhp_update_f64_rows(self._state, ffi.from_buffer("double[]", x), len(x))
-        _check(st, "update")
+        if data.ndim != 2 or data.shape[1] != self.inputs:
+            raise ValueError("expected an (n, %d) array of readings" % self.inputs)
+        if self.sealed:
+            raise SealedError("state was released; start a new epoch with fresh noise")
+        for m in self.mechs:
+            m.update_rows(data if m.cols == list(range(data.shape[1])) else data[:, m.cols])
 
     def release(self):
         """Seal the state and return the frame bytes (repeatable, identical)."""
@@ -263,9 +359,8 @@ class FallbackAgent:
         self._a.update(x)
 
     def update_rows(self, data):
-        from host_tools.batch import ingest
-        for m in self._a.mechs:
-            ingest(m, data)
+        from host_tools.sketch_ingest import ingest_agent
+        ingest_agent(self._a, np.asarray(data))
 
     def release(self):
         return bytes(self._a.release())
@@ -273,14 +368,17 @@ class FallbackAgent:
 
 def run_native(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None, progress=None,
                block=1 << 16):
-    """Frame bytes of the C core fed ``data`` (n, d) in batch calls."""
+    """Frame bytes of the C core fed ``data`` (n, inputs) in batch calls."""
     from host_tools.errors import InputError
     try:
         a = NativeAgent(cfg, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key)
     except ConfigError as e:
         raise InputError("invalid device config: %s" % e)
     for start in range(0, len(data), block):
-        a.update_rows(data[start:start + block])
+        try:
+            a.update_rows(data[start:start + block])
+        except ValueError as e:
+            raise InputError(str(e))
         if progress:
             progress(min(block, len(data) - start))
     return a.release()

@@ -132,19 +132,14 @@ def run_cpython(cfg, rows, seed=None, device_id="device", epoch=0, seq=0, key=No
 
 def run_numpy(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None, progress=None):
     """The agent's state filled by host_tools.batch; same bytes as run_cpython."""
-    from host_tools.batch import BLOCK, ingest
+    from host_tools.batch import BLOCK
     try:
         a = agent.Agent(cfg, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key)
     except ConfigError as e:
         raise InputError("invalid device config: %s" % e)
-    from host_tools.sketch_ingest import ingest_any
+    from host_tools.sketch_ingest import ingest_agent
     for start in range(0, len(data), BLOCK):
-        block = data[start:start + BLOCK]
-        for m, (_, cols, _) in zip(a.mechs, a._routes):
-            if m.kind == "privhp" and cols is None:
-                ingest(m, block)
-            else:
-                ingest_any(m, block if cols is None else block[:, list(cols)])
+        ingest_agent(a, data[start:start + BLOCK])
         if progress:
             progress(min(BLOCK, len(data) - start))
     return a.release()

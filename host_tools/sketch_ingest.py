@@ -6,6 +6,14 @@ exactly (non-integral readings on integer bounds) go through ``update``."""
 import numpy as np
 
 
+def ingest_agent(a, block):
+    """Every row of ``block`` (n, inputs) into every mechanism of ``agent.Agent``
+    ``a``, each on the columns it reads (its route): the effect of ``a.update``
+    per row."""
+    for m, (_, cols, _) in zip(a.mechs, a._routes):
+        ingest_any(m, block if cols is None else block[:, list(cols)])
+
+
 def ingest_any(mech, block):
     """Add every row of ``block`` (n, channels of ``mech``) to ``mech``."""
     if mech.sealed:

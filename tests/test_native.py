@@ -87,7 +87,7 @@ def test_dlap_matches_python_sampler(ffi_lib, num, den):
 def test_hash_params_match_derive_params(ffi_lib):
     cfg = privhp_config(d=2, r=16, k=64, w=256, j=3, sketch="cs", hash_seed="hash-seed-é")
     a = native.NativeAgent(cfg, seed=b"x")
-    st = a._state
+    st = a.mechs[0].state
     n = (16 - 6) * 3 * 8
     assert list(st.hash[0:n]) == derive_params("hash-seed-é".encode(), n)
 

@@ -8,12 +8,7 @@
 
 #define FORMAT 1
 
-static void key(es_enc_t *e, const char *name)
-{
-    es_enc_str(e, (const uint8_t *)name, strlen(name));
-}
-
-int es_agent_init(es_agent_t *a, es_privhp_t *const *mechs, uint8_t n_mechs, uint8_t relation,
+int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
                   uint32_t epoch, uint32_t seq, const uint8_t *key_bytes, size_t key_len,
                   es_drbg_t *rng)
@@ -24,8 +19,8 @@ int es_agent_init(es_agent_t *a, es_privhp_t *const *mechs, uint8_t n_mechs, uin
         !eps_num || !eps_den || !id_len || id_len > 64)
         return ES_E_CONFIG;
     for (i = 0; i < n_mechs; i++)
-        if (mechs[i]->factor != relation)
-            return ES_E_CONFIG; /* noise scale factor = relation (device.py RELATIONS) */
+        if (!mechs[i]->ops || mechs[i]->factor != relation)
+            return ES_E_CONFIG; /* uninitialised, or noise scale factor != relation (device.py RELATIONS) */
     a->mechs = mechs;
     a->n_mechs = n_mechs;
     a->relation = relation;
@@ -40,7 +35,7 @@ int es_agent_init(es_agent_t *a, es_privhp_t *const *mechs, uint8_t n_mechs, uin
         es_hmac_key(&a->mac, key_bytes, key_len);
     }
     for (i = 0; i < n_mechs; i++) {
-        int st = es_privhp_draw_noise(mechs[i], rng);
+        int st = mechs[i]->ops->draw_noise(mechs[i], rng);
         if (st != ES_OK)
             return st;
     }
@@ -51,23 +46,23 @@ static void payload(const es_agent_t *a, es_enc_t *e)
 {
     unsigned i;
     es_enc_map(e, 7); /* keys in sorted byte order */
-    key(e, "device");
+    es_enc_key(e, "device");
     es_enc_str(e, a->device_id, a->id_len);
-    key(e, "epoch");
+    es_enc_key(e, "epoch");
     es_enc_uint(e, a->epoch);
-    key(e, "eps");
+    es_enc_key(e, "eps");
     es_enc_array(e, 2);
     es_enc_uint(e, a->eps_num);
     es_enc_uint(e, a->eps_den);
-    key(e, "fmt");
+    es_enc_key(e, "fmt");
     es_enc_uint(e, FORMAT);
-    key(e, "mechs");
+    es_enc_key(e, "mechs");
     es_enc_array(e, a->n_mechs);
     for (i = 0; i < a->n_mechs; i++)
-        es_privhp_encode(a->mechs[i], e);
-    key(e, "relation");
-    key(e, a->relation == ES_REPLACE ? "replace" : "add-remove");
-    key(e, "seq");
+        a->mechs[i]->ops->encode(a->mechs[i], e);
+    es_enc_key(e, "relation");
+    es_enc_key(e, a->relation == ES_REPLACE ? "replace" : "add-remove");
+    es_enc_key(e, "seq");
     es_enc_uint(e, a->seq);
 }
 
@@ -97,7 +92,7 @@ long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
         es_hmac_start(&a->mac);
     es_enc_reset(&e, sink, ctx, a->has_key ? &a->mac : NULL);
     es_enc_array(&e, 4);
-    key(&e, "ESF1");
+    es_enc_key(&e, "ESF1");
     es_enc_str(&e, a->device_id, a->id_len);
     es_enc_bin32_head(&e, (uint32_t)size);
     payload(a, &e);

@@ -1,11 +1,13 @@
 /* edgesynth native core: the device agent's state, update, noise and release
- * in portable C99, byte-identical to the Python agent (agent/, firmware_shims/).
+ * in portable C99, byte-identical to the Python agent (agent/, firmware_shims/),
+ * for its three mechanisms: privhp, cdf and profile, alone or several on one device.
  *
  * No malloc: every table lives in memory the caller provides (its size comes
- * from es_privhp_mem_size). No floating point in the noise path: the sampler is
+ * from es_<kind>_mem_size). No floating point in the noise path: the sampler is
  * the exact integer discrete Laplace of agent/dlap.py over an HMAC_DRBG.
- * Only es_quant_f64.c (float readings) uses doubles; integer firmware does not
- * link it. docs/native.md describes the API; docs/wire-format.md the frame.
+ * Only es_quant_f64.c and es_cdf_f64.c (float readings or bounds) use doubles;
+ * integer firmware does not link them. docs/native.md describes the API;
+ * docs/wire-format.md the frame.
  */
 #ifndef ES_CORE_H
 #define ES_CORE_H
@@ -26,6 +28,8 @@ extern "C" {
 #define ES_E_ENTROPY (-5) /* DRBG refused: short entropy or reseed interval      */
 #define ES_E_RANGE   (-6) /* a noise draw beyond +-2**29 (probability < e**-127) */
 #define ES_E_SINK    (-7) /* the output sink failed or the buffer is too small   */
+#define ES_E_INPUT   (-8) /* a reading no mechanism can take (an id given as a
+                             double that is not an int32 integer)               */
 
 /* ---- SHA-256 and HMAC-SHA256 (es_sha256.c) --------------------------- */
 typedef struct {
@@ -64,8 +68,18 @@ int es_drbg_seeded(es_drbg_t *d, const uint8_t *seed, size_t n);
 uint64_t es_below(es_drbg_t *d, uint64_t m);  /* exact uniform in [0, m), m >= 1 */
 
 /* ---- exact discrete Laplace (es_dlap.c) ------------------------------ */
+#define ES_NOISE_LIMIT (1L << 29)
 /* Scale num/den (both >= 1). Returns the draw; on failure sets d->err. */
 int64_t es_dlap(es_drbg_t *d, uint64_t num, uint64_t den);
+/* 1 when the scale num/den is at most 2**22, the cap of agent/spec.py check_scale */
+int es_dlap_scale_ok(uint64_t num, uint64_t den);
+/* t[0..n) := independent draws of scale num/den, in order; a DRBG failure is returned */
+int es_dlap_fill(es_drbg_t *d, int32_t *t, uint32_t n, uint64_t num, uint64_t den);
+
+/* ---- public hash parameters (es_hashing.c, agent/hashing.py) --------- */
+#define ES_HASH_P 32749u
+/* count values uniform in [0, ES_HASH_P) from the public seed (derive_params) */
+void es_derive_params(const uint8_t *seed, size_t n, uint16_t *out, uint32_t count);
 
 /* ---- msgpack writer streaming to a sink (es_msgpack.c) --------------- */
 typedef int (*es_sink_fn)(void *ctx, const uint8_t *p, size_t n); /* 0 = ok */
@@ -95,17 +109,36 @@ void es_enc_bin_head(es_enc_t *e, uint32_t n);
 void es_enc_bin32_head(es_enc_t *e, uint32_t n);
 void es_enc_i32_le(es_enc_t *e, const int32_t *v, size_t n);  /* packed items */
 void es_enc_u16_le(es_enc_t *e, const uint16_t *v, size_t n);
+void es_enc_key(es_enc_t *e, const char *s);                   /* a NUL-terminated str */
+void es_enc_f64_array(es_enc_t *e, const uint64_t *bits, uint32_t n); /* bounds, as IEEE bits */
+void es_enc_u64_array(es_enc_t *e, const uint64_t *v, uint32_t n);
+void es_enc_u32_array(es_enc_t *e, const uint32_t *v, uint32_t n);
+
+/* ---- every mechanism state starts with this header -------------------- */
+/* The agent reaches a state only through it: noise at construction, the map
+ * at release, the seal. A kind's ops table is referenced only by its own init,
+ * so firmware links only the kinds it builds. */
+typedef struct es_mech es_mech_t;
+typedef struct {
+    int (*draw_noise)(es_mech_t *m, es_drbg_t *rng);  /* every counter, wire order */
+    void (*encode)(const es_mech_t *m, es_enc_t *e);  /* the mechanism's msgpack map */
+} es_mech_ops_t;
+
+struct es_mech {
+    const es_mech_ops_t *ops;
+    uint8_t factor;  /* noise scale factor: 1 add-remove, 2 replace */
+    uint8_t sealed;  /* set at release: updates then return ES_E_SEALED */
+};
+
+/* counters hold |noise| < 2**29 plus at most one unit per reading */
+#define ES_MAX_ITEMS ((uint32_t)0x7FFFFFFF - (uint32_t)ES_NOISE_LIMIT)
+#define ES_MAX_CHANNELS 16
 
 /* ---- PrivHP (es_privhp.c) -------------------------------------------- */
 #define ES_CMS 0
 #define ES_CS  1
-#define ES_MAX_CHANNELS 16
 #define ES_MAX_DEPTH 29
 #define ES_MAX_WIDTH 4096
-#define ES_HASH_P 32749u
-#define ES_NOISE_LIMIT (1L << 29)
-/* counters hold |noise| < 2**29 plus at most one unit per reading */
-#define ES_MAX_ITEMS ((uint32_t)0x7FFFFFFF - (uint32_t)ES_NOISE_LIMIT)
 
 /* Public parameters, validated on the host (agent/privhp_build.py). They must
  * outlive the state, which points at them (on firmware: const, in flash). */
@@ -120,47 +153,108 @@ typedef struct {
     const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi): the frame's */
     const char *const *names;      /* d NUL-terminated UTF-8 channel names */
     const uint8_t *hash_seed;      /* public hash seed (UTF-8) */
-    uint8_t hash_seed_len;
+    uint16_t hash_seed_len;        /* seeds are 1..64 characters: up to 256 UTF-8 bytes */
 } es_privhp_cfg_t;
 
 typedef struct {
+    es_mech_t base;
     const es_privhp_cfg_t *cfg;
     int32_t *tree;                 /* 2**(L+1)-1 counters, heap order */
     int32_t *sketch;               /* (r-L)*j*w counters, level, row, column */
     uint16_t *hash;                /* (r-L)*j*(4 or 8) hash parameters */
     int64_t clamp;                 /* noisy count of clamped readings */
     uint32_t items;                /* readings counted (overflow guard) */
-    uint8_t L, factor, per, sealed;
+    uint8_t L, per;
     uint8_t bits[ES_MAX_CHANNELS]; /* path bits per channel (es_privhp_bits) */
 } es_privhp_t;
 
 /* Bytes of caller memory (4-byte aligned) the tables need; 0 if cfg is invalid. */
 size_t es_privhp_mem_size(const es_privhp_cfg_t *cfg);
-/* Lay out tables in mem, derive hash params. factor: 1 add-remove, 2 replace. */
+/* Lay out tables in mem, derive hash params. factor: 1 add-remove, 2 replace.
+ * The noise is drawn by es_agent_init (agent/privhp_build.py draw_noise). */
 int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *cfg, uint8_t factor,
                    void *mem, size_t size);
-/* Noise every counter, in wire order (agent/privhp_build.py draw_noise). */
-int es_privhp_draw_noise(es_privhp_t *m, es_drbg_t *rng);
 /* Count one reading given as left-aligned per-channel path codes (es_quant_*). */
 int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped);
-void es_privhp_encode(const es_privhp_t *m, es_enc_t *e);
 /* Path bits of channel i: the number of levels 1..r that split channel i. */
 unsigned es_privhp_bits(const es_privhp_cfg_t *cfg, unsigned i);
 
-/* ---- quantisers: reading -> path codes (es_quant_i32.c, es_quant_f64.c) */
-/* One reading of d values; integer channels only (cfg->int_mask all set). */
-int es_privhp_update_i32(es_privhp_t *m, const int32_t *x);
-int es_privhp_update_i32_rows(es_privhp_t *m, const int32_t *x, size_t n);
+/* ---- quantisers: readings -> path codes (es_quant_i32.c, es_quant_f64.c) */
+/* n readings of d values each (row-major); n = 1 for one reading.
+ * Integer channels only (cfg->int_mask all set). */
+int es_privhp_update_i32(es_privhp_t *m, const int32_t *x, size_t n);
 /* Any bounds: the Python agent's float arithmetic, operation for operation. */
-int es_privhp_update_f64(es_privhp_t *m, const double *x);
-int es_privhp_update_f64_rows(es_privhp_t *m, const double *x, size_t n);
+int es_privhp_update_f64(es_privhp_t *m, const double *x, size_t n);
+
+/* ---- CDF trees (es_cdf.c, es_cdf_f64.c; agent/cdf*.py) --------------- */
+#define ES_CDF_MAX_LEVELS 24
+#define ES_CDF_MAX_BINS (1UL << 24)
+
+/* Public parameters (validated on the host by agent/cdf_build.py parse). */
+typedef struct {
+    uint8_t d, m;                  /* channels 1..16; tree levels 1..24 */
+    uint32_t K;                    /* bins per channel, 2..2**24 */
+    const uint32_t *branching;     /* m factors >= 2, product in [K, 2**29] */
+    uint64_t q;                    /* budget denominator */
+    const uint64_t *sigma;         /* m level shares: level i spends sigma[i]/q */
+    uint16_t int_mask;             /* bit c: channel c has integer bounds (exact binning) */
+    const int32_t *lo_i, *hi_i;    /* integer bounds for es_cdf_update_i32; may be NULL */
+    const double *lo_f, *hi_f;     /* bounds as the Python agent holds them (es_cdf_update_f64) */
+    const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi): the frame's */
+    const char *const *names;      /* d NUL-terminated UTF-8 channel names */
+} es_cdf_cfg_t;
+
+typedef struct {
+    es_mech_t base;
+    const es_cdf_cfg_t *cfg;
+    int32_t *nodes;                /* d*per counters: channel, level 1..m, left to right */
+    uint32_t per;                  /* counters per channel: sum over levels of ceil(K/P_i) */
+    uint32_t items;                /* readings counted (overflow guard) */
+} es_cdf_t;
+
+/* Bytes of caller memory (4-byte aligned) the counters need; 0 if cfg is invalid. */
+size_t es_cdf_mem_size(const es_cdf_cfg_t *cfg);
+int es_cdf_init(es_cdf_t *m, const es_cdf_cfg_t *cfg, uint8_t factor, void *mem, size_t size);
+/* Count one reading given as its bin (0..K-1) in each channel. */
+int es_cdf_count(es_cdf_t *m, const uint32_t *bin);
+/* n readings of d values; integer bounds in int32 only (cfg->int_mask all set, lo_i/hi_i). */
+int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n);
+/* Any bounds: agent/cdf.py's float binning, operation for operation (needs libm's fmod). */
+int es_cdf_update_f64(es_cdf_t *m, const double *x, size_t n);
+
+/* ---- profile sketch (es_profile.c; agent/profile*.py) ---------------- */
+#define ES_PROFILE_MAX_IDS (1UL << 24)
+
+/* Public parameters (validated on the host by agent/profile_build.py parse). */
+typedef struct {
+    uint32_t lo, hi;               /* counted ids [lo, hi): 1..2**24 of them, hi <= 2**29 */
+    uint32_t cap;                  /* counters saturate at cap, 1..2**24 */
+    uint64_t p, q;                 /* the sketch spends p/q */
+    uint8_t bits;                  /* 0: dense ids; even 2..28: ids of [0, 2**bits) are sampled */
+    const uint8_t *seed;           /* public sample seed (UTF-8) when bits != 0 */
+    uint16_t seed_len;
+    const char *const *names;      /* the id column's name */
+} es_profile_cfg_t;
+
+typedef struct {
+    es_mech_t base;
+    const es_profile_cfg_t *cfg;
+    int32_t *ctr;                  /* hi-lo counters, id order */
+    uint16_t keys[8];              /* Feistel round keys (a, b) x 4, derived from the seed */
+} es_profile_t;
+
+size_t es_profile_mem_size(const es_profile_cfg_t *cfg);
+int es_profile_init(es_profile_t *m, const es_profile_cfg_t *cfg, uint8_t factor, void *mem,
+                    size_t size);
+/* n ids: each one counts at its (sampled) place unless that counter reached cap. */
+int es_profile_update_i32(es_profile_t *m, const int32_t *id, size_t n);
 
 /* ---- agent: envelope, budget, release (es_agent.c) ------------------- */
 #define ES_ADD_REMOVE 1
 #define ES_REPLACE 2
 
 typedef struct {
-    es_privhp_t *const *mechs;     /* 1..8 states, config order */
+    es_mech_t *const *mechs;       /* 1..8 states (&state.base), config order */
     uint8_t n_mechs, relation, sealed, has_key;
     uint8_t id_len;
     const uint8_t *device_id;      /* 1..64 bytes UTF-8 */
@@ -170,7 +264,7 @@ typedef struct {
 } es_agent_t;
 
 /* Noise every mechanism from rng (in order) and set the envelope fields. */
-int es_agent_init(es_agent_t *a, es_privhp_t *const *mechs, uint8_t n_mechs, uint8_t relation,
+int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
                   uint32_t epoch, uint32_t seq, const uint8_t *key, size_t key_len,
                   es_drbg_t *rng);

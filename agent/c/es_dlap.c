@@ -78,3 +78,22 @@ int64_t es_dlap(es_drbg_t *d, uint64_t num, uint64_t den)
         return negative ? -(int64_t)mag : (int64_t)mag;
     }
 }
+
+int es_dlap_scale_ok(uint64_t num, uint64_t den)
+{
+    /* num <= den * 2**22, without the product (den may be 2**48) */
+    uint64_t hi = num >> 22;
+    return den >= 1 && (hi < den || (hi == den && !(num & ((1UL << 22) - 1))));
+}
+
+int es_dlap_fill(es_drbg_t *d, int32_t *t, uint32_t n, uint64_t num, uint64_t den)
+{
+    uint32_t i;
+    for (i = 0; i < n; i++) {
+        int64_t z = es_dlap(d, num, den);
+        if (d->err)
+            return d->err;
+        t[i] = (int32_t)z; /* |z| < 2**29: es_dlap fails closed beyond */
+    }
+    return ES_OK;
+}

@@ -6,7 +6,6 @@
 
 #include "es_core.h"
 
-#define MAX_SCALE_BITS 22 /* noise scale j*q/p_l is capped at 2**22 (privhp_build.py) */
 #define MAX_COUNTERS (1UL << 24)
 
 static unsigned floor_log2(uint32_t k)
@@ -58,33 +57,9 @@ unsigned es_privhp_bits(const es_privhp_cfg_t *c, unsigned i)
     return i < c->r ? (c->r - i + c->d - 1) / c->d : 0;
 }
 
-/* agent/hashing.py derive_params: SHA-256 in counter mode over the public seed,
- * 16-bit big-endian words below 2P accepted, reduced mod P */
-static void derive_params(const es_privhp_cfg_t *c, uint16_t *out, uint32_t count)
-{
-    static const uint8_t tag[] = "edgesynth-hash-v1";
-    uint32_t got = 0, blk = 0;
-    while (got < count) {
-        es_sha256_t h;
-        uint8_t ctr[4], dig[32];
-        unsigned i;
-        ctr[0] = (uint8_t)(blk >> 24);
-        ctr[1] = (uint8_t)(blk >> 16);
-        ctr[2] = (uint8_t)(blk >> 8);
-        ctr[3] = (uint8_t)blk;
-        blk++;
-        es_sha256_init(&h);
-        es_sha256_update(&h, tag, sizeof tag - 1);
-        es_sha256_update(&h, c->hash_seed, c->hash_seed_len);
-        es_sha256_update(&h, ctr, 4);
-        es_sha256_final(&h, dig);
-        for (i = 0; i < 32 && got < count; i += 2) {
-            uint32_t v = (uint32_t)dig[i] << 8 | dig[i + 1];
-            if (v < 2 * ES_HASH_P)
-                out[got++] = (uint16_t)(v % ES_HASH_P);
-        }
-    }
-}
+static int draw_noise(es_mech_t *base, es_drbg_t *rng);
+static void encode(const es_mech_t *base, es_enc_t *e);
+static const es_mech_ops_t privhp_ops = {draw_noise, encode};
 
 int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *c, uint8_t factor, void *mem, size_t size)
 {
@@ -99,7 +74,6 @@ int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *c, uint8_t factor, voi
     memset(m, 0, sizeof *m);
     m->cfg = c;
     m->L = (uint8_t)level_l(c);
-    m->factor = factor;
     m->per = c->sketch == ES_CS ? 8 : 4;
     for (i = 0; i < c->d; i++)
         m->bits[i] = (uint8_t)es_privhp_bits(c, i);
@@ -107,46 +81,33 @@ int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *c, uint8_t factor, voi
     m->sketch = m->tree + n[0];
     m->hash = (uint16_t *)(m->sketch + n[1]);
     memset(mem, 0, 4 * (size_t)(n[0] + n[1]));
-    derive_params(c, m->hash, n[2]);
+    es_derive_params(c->hash_seed, c->hash_seed_len, m->hash, n[2]);
+    m->base.ops = &privhp_ops;
+    m->base.factor = factor;
     return ES_OK;
 }
 
-/* x > p * 2**22, without the product (p may be 2**48) */
-static int over_scale(uint64_t x, uint64_t p)
+/* agent/privhp_build.py draw_noise: tree levels 0..L, then every sketch row,
+ * then the clamp counter; scales q/sigma_l per tree counter, j*q/sigma_l per
+ * sketch cell (times the relation factor) */
+static int draw_noise(es_mech_t *base, es_drbg_t *rng)
 {
-    uint64_t hi = x >> MAX_SCALE_BITS;
-    return hi > p || (hi == p && (x & ((1UL << MAX_SCALE_BITS) - 1)));
-}
-
-static int fill(es_drbg_t *rng, int32_t *t, uint32_t n, uint64_t num, uint64_t den)
-{
-    uint32_t i;
-    for (i = 0; i < n; i++) {
-        int64_t z = es_dlap(rng, num, den);
-        if (rng->err)
-            return rng->err;
-        t[i] = (int32_t)z;
-    }
-    return ES_OK;
-}
-
-int es_privhp_draw_noise(es_privhp_t *m, es_drbg_t *rng)
-{
+    es_privhp_t *m = (es_privhp_t *)base;
     const es_privhp_cfg_t *c = m->cfg;
-    uint64_t q = c->q * m->factor;
+    uint64_t q = c->q * base->factor;
     unsigned l, L = m->L, rows = (unsigned)(c->r - L) * c->j;
     int st;
     for (l = 0; l <= c->r; l++)
-        if (over_scale((l > L ? c->j : 1) * q, c->sigma[l]))
+        if (!es_dlap_scale_ok((l > L ? c->j : 1) * q, c->sigma[l]))
             return ES_E_CONFIG;
-    if (c->clamp_p && over_scale(q, c->clamp_p))
+    if (c->clamp_p && !es_dlap_scale_ok(q, c->clamp_p))
         return ES_E_CONFIG;
     for (l = 0; l <= L; l++)
-        if ((st = fill(rng, m->tree + ((1UL << l) - 1), 1UL << l, q, c->sigma[l])) != ES_OK)
+        if ((st = es_dlap_fill(rng, m->tree + ((1UL << l) - 1), 1UL << l, q, c->sigma[l])) != ES_OK)
             return st;
     for (l = 0; l < rows; l++)
-        if ((st = fill(rng, m->sketch + (size_t)l * c->w, c->w, c->j * q,
-                       c->sigma[L + 1 + l / c->j])) != ES_OK)
+        if ((st = es_dlap_fill(rng, m->sketch + (size_t)l * c->w, c->w, c->j * q,
+                               c->sigma[L + 1 + l / c->j])) != ES_OK)
             return st;
     m->clamp = 0;
     if (c->clamp_p) {
@@ -166,7 +127,7 @@ int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped)
     int32_t *tree = m->tree;
     int32_t *cell = m->sketch;
     const uint16_t *h = m->hash;
-    if (m->sealed)
+    if (m->base.sealed)
         return ES_E_SEALED;
     if (m->items >= ES_MAX_ITEMS)
         return ES_E_FULL;
@@ -200,21 +161,10 @@ int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped)
     return ES_OK;
 }
 
-static void key(es_enc_t *e, const char *name)
+/* agent/privhp_release.py: the mechanism map, keys in sorted byte order */
+static void encode(const es_mech_t *base, es_enc_t *e)
 {
-    es_enc_str(e, (const uint8_t *)name, strlen(name));
-}
-
-static void bounds(es_enc_t *e, const uint64_t *bits, unsigned d)
-{
-    unsigned i;
-    es_enc_array(e, d);
-    for (i = 0; i < d; i++)
-        es_enc_f64_bits(e, bits[i]);
-}
-
-void es_privhp_encode(const es_privhp_t *m, es_enc_t *e)
-{
+    const es_privhp_t *m = (const es_privhp_t *)base;
     const es_privhp_cfg_t *c = m->cfg;
     uint32_t n[3];
     uint64_t total = c->clamp_p;
@@ -222,50 +172,48 @@ void es_privhp_encode(const es_privhp_t *m, es_enc_t *e)
     sizes(c, n);
     for (i = 0; i <= c->r; i++)
         total += c->sigma[i];
-    es_enc_map(e, 18); /* keys in sorted byte order */
-    key(e, "budget");
+    es_enc_map(e, 18);
+    es_enc_key(e, "budget");
     es_enc_array(e, 2);
     es_enc_uint(e, total);
     es_enc_uint(e, c->q);
-    key(e, "clamp");
+    es_enc_key(e, "clamp");
     if (c->clamp_p)
         es_enc_int(e, m->clamp);
     else
         es_enc_nil(e);
-    key(e, "clamp_p");
+    es_enc_key(e, "clamp_p");
     es_enc_uint(e, c->clamp_p);
-    key(e, "hash");
+    es_enc_key(e, "hash");
     es_enc_u16_le(e, m->hash, n[2]);
-    key(e, "hash_p");
+    es_enc_key(e, "hash_p");
     es_enc_uint(e, ES_HASH_P);
-    key(e, "hi");
-    bounds(e, c->hi_bits, c->d);
-    key(e, "j");
+    es_enc_key(e, "hi");
+    es_enc_f64_array(e, c->hi_bits, c->d);
+    es_enc_key(e, "j");
     es_enc_uint(e, c->j);
-    key(e, "k");
+    es_enc_key(e, "k");
     es_enc_uint(e, c->k);
-    key(e, "kind");
-    key(e, "privhp");
-    key(e, "lo");
-    bounds(e, c->lo_bits, c->d);
-    key(e, "names");
+    es_enc_key(e, "kind");
+    es_enc_key(e, "privhp");
+    es_enc_key(e, "lo");
+    es_enc_f64_array(e, c->lo_bits, c->d);
+    es_enc_key(e, "names");
     es_enc_array(e, c->d);
     for (i = 0; i < c->d; i++)
-        key(e, c->names[i]);
-    key(e, "q");
+        es_enc_key(e, c->names[i]);
+    es_enc_key(e, "q");
     es_enc_uint(e, c->q);
-    key(e, "r");
+    es_enc_key(e, "r");
     es_enc_uint(e, c->r);
-    key(e, "sigma");
-    es_enc_array(e, c->r + 1u);
-    for (i = 0; i <= c->r; i++)
-        es_enc_uint(e, c->sigma[i]);
-    key(e, "sketch");
-    key(e, c->sketch == ES_CS ? "cs" : "cms");
-    key(e, "sketches");
+    es_enc_key(e, "sigma");
+    es_enc_u64_array(e, c->sigma, c->r + 1u);
+    es_enc_key(e, "sketch");
+    es_enc_key(e, c->sketch == ES_CS ? "cs" : "cms");
+    es_enc_key(e, "sketches");
     es_enc_i32_le(e, m->sketch, n[1]);
-    key(e, "tree");
+    es_enc_key(e, "tree");
     es_enc_i32_le(e, m->tree, n[0]);
-    key(e, "w");
+    es_enc_key(e, "w");
     es_enc_uint(e, c->w);
 }

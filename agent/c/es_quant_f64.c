@@ -15,14 +15,12 @@
 #error "es_quant_f64.c needs plain binary64 arithmetic (FLT_EVAL_METHOD == 0)"
 #endif
 
-int es_privhp_update_f64(es_privhp_t *m, const double *x)
+static int update_one(es_privhp_t *m, const double *x)
 {
     const es_privhp_cfg_t *c = m->cfg;
     uint32_t code[ES_MAX_CHANNELS];
     int clamped = 0;
     unsigned i, s;
-    if (!c->lo_f || !c->hi_f)
-        return ES_E_CONFIG;
     for (i = 0; i < c->d; i++) {
         double lo = c->lo_f[i], hi = c->hi_f[i], span = hi - lo, rem;
         uint32_t cd = 0;
@@ -49,11 +47,14 @@ int es_privhp_update_f64(es_privhp_t *m, const double *x)
     return es_privhp_count(m, code, clamped);
 }
 
-int es_privhp_update_f64_rows(es_privhp_t *m, const double *x, size_t n)
+int es_privhp_update_f64(es_privhp_t *m, const double *x, size_t n)
 {
+    const es_privhp_cfg_t *c = m->cfg;
     size_t k;
-    for (k = 0; k < n; k++) {
-        int st = es_privhp_update_f64(m, x + k * m->cfg->d);
+    if (!c->lo_f || !c->hi_f)
+        return ES_E_CONFIG;
+    for (k = 0; k < n; k++, x += c->d) {
+        int st = update_one(m, x);
         if (st != ES_OK)
             return st;
     }

@@ -3,14 +3,12 @@
  * path bit per level. Everything stays below 2**30; no floating point. */
 #include "es_core.h"
 
-int es_privhp_update_i32(es_privhp_t *m, const int32_t *x)
+static int update_one(es_privhp_t *m, const int32_t *x)
 {
     const es_privhp_cfg_t *c = m->cfg;
     uint32_t code[ES_MAX_CHANNELS];
     int clamped = 0;
     unsigned i, s;
-    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i)
-        return ES_E_CONFIG; /* some channel has float bounds: es_privhp_update_f64 */
     for (i = 0; i < c->d; i++) {
         int32_t lo = c->lo_i[i], hi = c->hi_i[i];
         uint32_t span = (uint32_t)((int64_t)hi - lo), rem, cd = 0;
@@ -33,11 +31,14 @@ int es_privhp_update_i32(es_privhp_t *m, const int32_t *x)
     return es_privhp_count(m, code, clamped);
 }
 
-int es_privhp_update_i32_rows(es_privhp_t *m, const int32_t *x, size_t n)
+int es_privhp_update_i32(es_privhp_t *m, const int32_t *x, size_t n)
 {
+    const es_privhp_cfg_t *c = m->cfg;
     size_t k;
-    for (k = 0; k < n; k++) {
-        int st = es_privhp_update_i32(m, x + k * m->cfg->d);
+    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i)
+        return ES_E_CONFIG; /* some channel has float bounds: es_privhp_update_f64 */
+    for (k = 0; k < n; k++, x += c->d) {
+        int st = update_one(m, x);
         if (st != ES_OK)
             return st;
     }

@@ -1,0 +1,187 @@
+/* CDF tree state (agent/cdf.py, agent/cdf_build.py, agent/cdf_release.py):
+ * per channel, a level-uniform tree over K bins with branching (n_1..n_m),
+ * every node a counter born with its own discrete Laplace noise. Level i holds
+ * ceil(K / P_i) nodes, P_i = n_{i+1} * ... * n_m leaves under each: nodes that
+ * cover padding only are not stored (they are zero on every stream). Counters
+ * are laid out as the frame carries them: channel, level 1..m, left to right.
+ * A reading adds 1 to one node per level in each channel. */
+#include <string.h>
+
+#include "es_core.h"
+
+#define MAX_LEAVES (1UL << 29)
+#define MAX_COUNTERS (1UL << 24)
+
+/* counters per channel (sum of the level widths), or 0 if c is invalid */
+static uint32_t per_channel(const es_cdf_cfg_t *c)
+{
+    uint32_t w, per = 0, leaves = 1;
+    unsigned i;
+    if (!c || c->d < 1 || c->d > ES_MAX_CHANNELS || c->m < 1 || c->m > ES_CDF_MAX_LEVELS ||
+        c->K < 2 || c->K > ES_CDF_MAX_BINS || !c->branching || c->q < 1 || !c->sigma ||
+        !c->lo_bits || !c->hi_bits || !c->names)
+        return 0;
+    for (i = 0; i < c->m; i++) {
+        if (c->branching[i] < 2 || c->branching[i] > MAX_LEAVES / leaves)
+            return 0;
+        leaves *= c->branching[i];
+    }
+    if (leaves < c->K)
+        return 0;
+    /* bottom up: level m has K nodes, level i-1 has ceil(width_i / n_i) */
+    for (w = c->K, i = c->m; i > 0; i--) {
+        per += w;
+        w = (w + c->branching[i - 1] - 1) / c->branching[i - 1];
+    }
+    return per;
+}
+
+size_t es_cdf_mem_size(const es_cdf_cfg_t *c)
+{
+    uint32_t per = per_channel(c);
+    if (!per || per > MAX_COUNTERS / c->d)
+        return 0;
+    return 4 * (size_t)per * c->d;
+}
+
+static int draw_noise(es_mech_t *base, es_drbg_t *rng);
+static void encode(const es_mech_t *base, es_enc_t *e);
+static const es_mech_ops_t cdf_ops = {draw_noise, encode};
+
+int es_cdf_init(es_cdf_t *m, const es_cdf_cfg_t *c, uint8_t factor, void *mem, size_t size)
+{
+    size_t need = es_cdf_mem_size(c);
+    if (!need || (factor != 1 && factor != 2))
+        return ES_E_CONFIG;
+    if (!mem || size < need || ((uintptr_t)mem & 3))
+        return ES_E_MEMORY;
+    memset(m, 0, sizeof *m);
+    memset(mem, 0, need);
+    m->cfg = c;
+    m->nodes = (int32_t *)mem;
+    m->per = per_channel(c);
+    m->base.ops = &cdf_ops;
+    m->base.factor = factor;
+    return ES_OK;
+}
+
+/* nodes of level i (1-based): ceil(K / P_i) */
+static uint32_t width(const es_cdf_cfg_t *c, unsigned i)
+{
+    uint32_t P = 1;
+    unsigned k;
+    for (k = i; k < c->m; k++)
+        P *= c->branching[k];
+    return (c->K + P - 1) / P;
+}
+
+/* agent/cdf_build.py draw_noise: channel by channel, level 1 to m, left to
+ * right. A reading moves one node per level in each of the d channels, so
+ * level i has l1 sensitivity d * factor and gets scale d*factor*q / sigma_i. */
+static int draw_noise(es_mech_t *base, es_drbg_t *rng)
+{
+    es_cdf_t *m = (es_cdf_t *)base;
+    const es_cdf_cfg_t *c = m->cfg;
+    uint64_t num = (uint64_t)c->d * base->factor * c->q;
+    int32_t *t = m->nodes;
+    unsigned ch, i;
+    for (i = 0; i < c->m; i++)
+        if (!es_dlap_scale_ok(num, c->sigma[i]))
+            return ES_E_CONFIG;
+    for (ch = 0; ch < c->d; ch++)
+        for (i = 0; i < c->m; i++) {
+            uint32_t w = width(c, i + 1);
+            int st = es_dlap_fill(rng, t, w, num, c->sigma[i]);
+            if (st != ES_OK)
+                return st;
+            t += w;
+        }
+    return ES_OK;
+}
+
+int es_cdf_count(es_cdf_t *m, const uint32_t *bin)
+{
+    const es_cdf_cfg_t *c = m->cfg;
+    unsigned ch, i;
+    if (m->base.sealed)
+        return ES_E_SEALED;
+    if (m->items >= ES_MAX_ITEMS)
+        return ES_E_FULL;
+    m->items++;
+    for (ch = 0; ch < c->d; ch++) {
+        /* bottom up from the leaves: the node of level i-1 is the level-i node / n_i */
+        int32_t *level = m->nodes + (size_t)(ch + 1) * m->per;
+        uint32_t node = bin[ch], w = c->K;
+        for (i = c->m; i > 0; i--) {
+            uint32_t n = c->branching[i - 1];
+            level -= w;
+            level[node]++;
+            node /= n;
+            w = (w + n - 1) / n;
+        }
+    }
+    return ES_OK;
+}
+
+int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n)
+{
+    const es_cdf_cfg_t *c = m->cfg;
+    uint32_t bin[ES_MAX_CHANNELS];
+    size_t k;
+    unsigned ch;
+    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i)
+        return ES_E_CONFIG; /* some channel has float bounds: es_cdf_update_f64 */
+    for (k = 0; k < n; k++, x += c->d) {
+        int st;
+        for (ch = 0; ch < c->d; ch++) {
+            int32_t lo = c->lo_i[ch], hi = c->hi_i[ch];
+            if (x[ch] >= hi) {
+                bin[ch] = c->K - 1;
+            } else if (x[ch] > lo) { /* floor((x - lo) * K / span), exact: span < 2**28 */
+                uint64_t r = (uint64_t)((int64_t)x[ch] - lo);
+                bin[ch] = (uint32_t)(r * c->K / (uint64_t)((int64_t)hi - lo));
+            } else {
+                bin[ch] = 0;
+            }
+        }
+        if ((st = es_cdf_count(m, bin)) != ES_OK)
+            return st;
+    }
+    return ES_OK;
+}
+
+/* agent/cdf_release.py: the mechanism map, keys in sorted byte order */
+static void encode(const es_mech_t *base, es_enc_t *e)
+{
+    const es_cdf_t *m = (const es_cdf_t *)base;
+    const es_cdf_cfg_t *c = m->cfg;
+    uint64_t total = 0;
+    unsigned i;
+    for (i = 0; i < c->m; i++)
+        total += c->sigma[i];
+    es_enc_map(e, 10);
+    es_enc_key(e, "bins");
+    es_enc_uint(e, c->K);
+    es_enc_key(e, "branching");
+    es_enc_u32_array(e, c->branching, c->m);
+    es_enc_key(e, "budget");
+    es_enc_array(e, 2);
+    es_enc_uint(e, total);
+    es_enc_uint(e, c->q);
+    es_enc_key(e, "hi");
+    es_enc_f64_array(e, c->hi_bits, c->d);
+    es_enc_key(e, "kind");
+    es_enc_key(e, "cdf");
+    es_enc_key(e, "lo");
+    es_enc_f64_array(e, c->lo_bits, c->d);
+    es_enc_key(e, "names");
+    es_enc_array(e, c->d);
+    for (i = 0; i < c->d; i++)
+        es_enc_key(e, c->names[i]);
+    es_enc_key(e, "nodes");
+    es_enc_i32_le(e, m->nodes, (size_t)m->per * c->d);
+    es_enc_key(e, "q");
+    es_enc_uint(e, c->q);
+    es_enc_key(e, "sigma");
+    es_enc_u64_array(e, c->sigma, c->m);
+}
