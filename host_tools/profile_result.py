@@ -17,7 +17,7 @@ import numpy as np
 
 from host_tools.errors import InputError, MergeError
 from host_tools.generators import read_file_map
-from host_tools.profile_invert import DEFAULT_BETA, invert, naive_profile, tails, thresholds, unfold
+from host_tools.profile_invert import DEFAULT_BETA, DEFAULT_P, invert, naive_profile, tails, thresholds, unfold
 
 FORMAT = 1
 KIND = "edgesynth-profile"
@@ -93,7 +93,7 @@ def _segments(states, force):
     return [(lo, hi, groups[(lo, hi)]) for lo, hi in doms], k
 
 
-def assemble_profile(releases, force=False, p=2, beta=DEFAULT_BETA, seed=0):
+def assemble_profile(releases, force=False, p=DEFAULT_P, beta=DEFAULT_BETA, seed=0):
     """Invert the profile sketches of ``releases``; returns a ProfileResult."""
     from host_tools.assemble import unique_releases
     used = unique_releases(releases)

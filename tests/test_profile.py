@@ -6,13 +6,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from scipy.optimize import linprog
+from scipy.linalg import circulant
 
 import agent
 from host_tools.cli import main
 from host_tools.errors import MergeError
 from host_tools.frames import iter_frames
-from host_tools.profile_invert import invert, kernel, project_simplex, tails, unfold
+from host_tools.profile_invert import fit_norm, invert, kernel, project_simplex, solve_exact, tails, unfold
 from host_tools.profile_plan import plan_profile
 from host_tools.profile_result import assemble_profile
 from host_tools.simulate import simulate
@@ -94,40 +94,73 @@ def test_algorithms_2_and_3_give_a_valid_accurate_profile():
     assert np.allclose(pr, [0, 0.95, 0, 0.05])
 
 
-def _lp(ft, n, alpha, R, tau):
-    m = ft.size
-    kern = kernel(alpha, tau)
-    A = np.zeros((m, n + 1))
-    for t in range(n + 1):
-        A[t:t + 2 * R + 1, t] = kern
-    I = np.eye(m)
-    r = linprog(np.concatenate([np.zeros(n + 1), np.ones(m)]), A_ub=np.block([[A, -I], [-A, -I]]),
-                b_ub=np.concatenate([ft, -ft]), A_eq=np.concatenate([np.ones(n + 1), np.zeros(m)])[None],
-                b_eq=[1], bounds=[(0, 1)] * (n + 1) + [(0, None)] * m, method="highs")
-    assert r.status == 0
-    return r.x[:n + 1]
+def _poisson_case(rng, eps, d=20000, n=14):
+    """notes 4.2(b): Poisson(3) counts capped at n = 14; (true profile, noisy counts)."""
+    h = np.minimum(rng.poisson(3, d), n)
+    return np.bincount(h, minlength=n + 1) / d, noisy(h, eps, rng)
+
+
+def _pnorm(e, p):
+    return np.linalg.norm(e, np.inf if p == "inf" else p)
 
 
 @pytest.mark.parametrize("eps", [0.5, 1.0])
-def test_fast_is_within_ten_percent_of_the_exact_lp(eps):
-    """notes 4.2(b): Poisson(3), d = 20,000, n = 14, l1 error of the fast
-    method (best of p = 1, 2) against the exact (P) solved by HiGHS.
-    Measured over 40 reps (benchmarks/RESULTS.md): p = 1 is 5-10% above the
-    LP, p = 2 3-11%; 20 reps here."""
+def test_fast_and_exact_solve_the_same_problem(eps):
+    """Apples to apples (notes 2.6-2.10): Algorithm 2's residual |delta|/||w||_q
+    is the optimum of the relaxation (P2), found again by a dense solve of
+    (P2); it bounds the exact (P) in the same norm from below, and (P) bounds
+    the (P)-objective of Algorithm 3's output from below. On the noiseless
+    f~ = M f both recover f exactly, so (P) uses invert's kernel and radius."""
+    n, alpha = 14, np.exp(-eps)
+    f, v = _poisson_case(np.random.default_rng(7), eps)
+    for p in (1, 2, "inf"):
+        fh, ft, diag = invert(v, n, alpha, p=p)
+        kern, R, m = kernel(alpha, diag["tau"]), diag["radius"], diag["m"]
+        c = np.zeros(m)
+        c[:R + 1], c[m - R:] = kern[R:], kern[:R]
+        b = np.zeros(m)
+        b[R:R + n + 1] = 1.0
+        _, relaxed = fit_norm(circulant(c), np.concatenate([ft, np.zeros(m - ft.size)]), p, b, (None, None))
+        assert relaxed == pytest.approx(diag["residual"], rel=1e-5), p  # SLSQP stops ~1e-6 above
+        _, exact = solve_exact(ft, n, alpha, diag["tau"], p)
+        rounded = _pnorm(np.convolve(fh, kern) - ft, p)
+        assert diag["residual"] <= exact * (1 + 1e-9) and exact <= rounded * (1 + 1e-7), (p, exact, rounded)
+        x, val = solve_exact(np.convolve(f, kern), n, alpha, diag["tau"], p)
+        assert val < 1e-6 and np.abs(x - f).max() < 1e-6, (p, val)
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0])
+def test_fast_is_within_ten_percent_of_the_exact_problem_in_its_own_norm(eps):
+    """notes 4.3: Algorithms 2 + 3 with norm p against (P) solved exactly in
+    the same norm (HiGHS LP for p = 1, inf; SLSQP QP for p = 2), l1 error to
+    the true profile, Poisson(3), d = 20,000, n = 14.
+
+    1,000 reps (benchmarks/bench_profile.py) give ratios of 1.071 / 1.098 /
+    0.98 (p = 1 / 2 / inf) at eps = 0.5 and 1.077 / 1.028 / 0.874 at eps = 1:
+    p = 2 at eps = 0.5 sits on the 10% line. With 40 reps the ratio's s.e. is
+    up to 0.014 (delta method on the paired errors; matches the spread over
+    60 seeds), so the test asserts what 40 reps can show: the ratio is not
+    significantly above 1.10 (one-sided, 2 s.e.). Likewise the default p = 2
+    is not significantly more than 5% worse than p = 1 (measured -5%..+3%)."""
     rng = np.random.default_rng(0)
-    alpha = np.exp(-eps)
-    fast = {1: [], 2: []}
-    exact = []
-    for _ in range(20):
-        h = np.minimum(rng.poisson(3, 20000), 14)
-        f = np.bincount(h, minlength=15) / h.size
-        v = noisy(h, eps, rng)
-        for p in fast:
+    alpha, reps = np.exp(-eps), 40
+    err = {p: [] for p in (1, 2, "inf")}
+    for _ in range(reps):
+        f, v = _poisson_case(rng, eps)
+        for p in err:
             fh, ft, diag = invert(v, 14, alpha, p=p)
-            fast[p].append(np.abs(fh - f).sum())
-        exact.append(np.abs(_lp(ft, 14, alpha, diag["radius"], diag["tau"]) - f).sum())
-    ratio = min(np.mean(fast[p]) for p in fast) / np.mean(exact)
-    assert 0.95 < ratio <= 1.10, ratio
+            x, _ = solve_exact(ft, 14, alpha, diag["tau"], p)
+            err[p].append((np.abs(fh - f).sum(), np.abs(x - f).sum()))
+
+    def ratio(a, b):
+        r = a.mean() / b.mean()
+        return r, (a - r * b).std(ddof=1) / np.sqrt(a.size) / b.mean()
+
+    for p, e in err.items():
+        r, se = ratio(*np.array(e).T)
+        assert r - 2 * se <= 1.10, (p, r, se)
+    r, se = ratio(np.array(err[2])[:, 0], np.array(err[1])[:, 0])
+    assert r - 2 * se <= 1.05, (r, se)
 
 
 def test_error_falls_as_one_over_sqrt_d():
