@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 
 from host_tools.errors import InputError
-from host_tools.firmware import CORE, CPUS, FLOAT, _c_bytes, config_header, includedir, tool
+from host_tools.firmware import CPUS, _c_bytes, _params, config_header, includedir, sources, tool
 
 HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qemu")
 # board: QEMU machine, flash, RAM (the real part's), stack reserve
@@ -45,7 +45,8 @@ def run_header(seed, device_id, epoch, seq, key, f64):
 
 
 def build_harness(cfg, cpu, tmp, seed, device_id, epoch, seq, key, f64):
-    """Link harness.elf for ``cpu`` in ``tmp``; returns its path."""
+    """Link harness.elf for ``cpu`` in ``tmp``: the core files the config's
+    mechanisms need (with the float paths when ``f64``); returns its path."""
     if cpu not in BOARDS:
         raise InputError("--cpu must be one of %s" % ", ".join(BOARDS))
     machine, flash, ram, stack = BOARDS[cpu]
@@ -58,14 +59,15 @@ def build_harness(cfg, cpu, tmp, seed, device_id, epoch, seq, key, f64):
     with open(os.path.join(tmp, "link.ld"), "w") as fh:
         fh.write(ld)
     inc = includedir()
-    srcs = [os.path.join(inc, s) for s in CORE + (FLOAT if f64 else [])] + \
+    kinds = [m["kind"] for m in _params(cfg)["mechs"]]
+    srcs = [os.path.join(inc, s) for s in sources(kinds, f64)] + \
         [os.path.join(HARNESS, s) for s in ("startup.c", "semihost.c", "main.c")]
     elf = os.path.join(tmp, "harness.elf")
     res = subprocess.run([tool("arm-none-eabi-gcc")] + CPUS[cpu] +
                          ["-Os", "-std=c99", "-ffunction-sections", "-fdata-sections", "-nostartfiles",
                           "-I", tmp, "-I", inc, "-I", HARNESS, "-T", os.path.join(tmp, "link.ld"),
                           "-Wl,--gc-sections", "-Wl,-Map=" + os.path.join(tmp, "harness.map")] +
-                         srcs + ["-o", elf], cwd=tmp, capture_output=True, text=True, timeout=300)
+                         srcs + ["-lm", "-o", elf], cwd=tmp, capture_output=True, text=True, timeout=300)
     if res.returncode:
         over = [ln for ln in res.stderr.splitlines() if "overflowed" in ln]
         if over:
@@ -89,15 +91,15 @@ def run_elf(elf, cpu, cwd):
 
 def run_qemu(cfg, data, cpu="cortex-m4", seed=None, device_id="device", epoch=0, seq=0, key=None,
              progress=None):
-    """Frame bytes of the C core on an emulated ``cpu`` fed ``data`` (n, d)."""
+    """Frame bytes of the C core on an emulated ``cpu`` fed ``data`` (n, inputs)."""
     from agent.errors import ConfigError
-    from host_tools.native import core_params, core_readings, device_bytes
+    from host_tools.native import core_readings, device_bytes
+    p = _params(cfg)
     try:
-        p = core_params(cfg)
         device_bytes(device_id)
     except ConfigError as e:
         raise InputError("invalid device config: %s" % e)
-    kind, rows = core_readings(data, p["int_path"])
+    kind, rows = core_readings(data, all(m["int_path"] for m in p["mechs"]))
     with tempfile.TemporaryDirectory(prefix="es-qemu-") as tmp:
         elf = build_harness(cfg, cpu, tmp, seed, device_id, epoch, seq, key, kind == "f64")
         with open(os.path.join(tmp, "in.bin"), "wb") as fh:

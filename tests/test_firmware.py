@@ -7,11 +7,15 @@ import json
 import os
 import shutil
 import subprocess
+from fractions import Fraction
 
 import pytest
 
 from host_tools import native
+from host_tools.cdf_plan import plan_cdf
 from host_tools.errors import InputError
+from host_tools.plan_sketches import combine
+from host_tools.profile_plan import plan_profile
 from host_tools.simulate import with_names
 from tests.conftest import privhp_config
 from tests.native_cases import cases
@@ -80,21 +84,37 @@ def test_qemu_reports_a_failing_run(qemu):
         run_qemu(cfg, np.zeros((3, 1)), seed=b"x")
 
 
+def _combo():
+    name, cfg, data, seed, key = next(c for c in CASES if c[0] == "combo-float-tag")
+    return with_names(cfg, ["c0", "c1", "c2"])
+
+
 @pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m0plus"])
 def test_firmware_build_report(arm, cpu):
-    from host_tools.firmware import build
-    cfg = privhp_config(d=2, r=16, k=64, w=256, j=2, lo=[0, 0], hi=[4096, 4096])
+    from host_tools.firmware import COMMON, ENTRY_POINTS, FLOAT, MECHANISMS, build
+
+    def text(files):
+        return sum(r["objects"][f[:-2] + ".o"]["text"] for f in set(files))
+    cfg = _combo()
     r = build(cpu, cfg)
-    core = r["core"]
-    assert core["data"] == 0 and core["bss"] == 0          # no static state: caller memory only
-    assert 1000 < core["text"] == sum(o["text"] for o in r["objects"].values())
-    assert r["float_quantiser"]["text"] > 0
-    assert set(r["stack"]) >= {"es_agent_init", "es_privhp_update_i32", "es_agent_release"}
+    assert all(o["data"] == 0 and o["bss"] == 0 for o in r["objects"].values())  # caller memory only
+    assert 1000 < r["common"]["text"] == text(COMMON)
+    for kind, files in MECHANISMS.items():
+        assert r["devices"][kind]["text"] == text(COMMON + files) > r["common"]["text"]
+    assert r["float"]["cdf"]["text"] > 0 and r["float"]["privhp"]["text"] > 0
+    assert r["config"] == {"kinds": ["privhp", "cdf", "profile"], "float": True,
+                           "text": text(COMMON + sum(MECHANISMS.values(), []) + FLOAT["privhp"] + FLOAT["cdf"])}
+    assert set(r["stack"]) == set(ENTRY_POINTS)
     # a chain is at least its entry's own frame and below a few KiB on a small MCU
-    assert all(64 <= v < 4096 for v in r["stack"].values())
-    assert r["counters_bytes"] == native.core_params(cfg)["mem_bytes"] == 4 * (127 + 10 * 2 * 256) + 160
+    assert all(32 <= v < 4096 for v in r["stack"].values())
+    # the noise is drawn through the ops tables: es_agent_init's chain reaches the
+    # DRBG's SHA-256 below every kind's draw_noise, deeper than laying out a state
+    assert r["stack"]["es_agent_init"] > r["stack"]["es_privhp_init"] + 200
+    assert r["counters_bytes"] == native.core_params(cfg)["mem_bytes"] == 5420
+    st = r["state"]
+    assert r["state_bytes"] == st["es_privhp_t"] + st["es_cdf_t"] + st["es_profile_t"] + st["es_agent_t"]
     assert r["ram_bytes"] == r["counters_bytes"] + r["state_bytes"]
-    assert r["state"]["es_privhp_t"] < r["state"]["es_agent_t"]
+    assert max(st["es_privhp_t"], st["es_cdf_t"], st["es_profile_t"]) < st["es_agent_t"] <= 256
 
 
 def test_firmware_cli_json_and_header(arm, tmp_path):
@@ -108,23 +128,27 @@ def test_firmware_cli_json_and_header(arm, tmp_path):
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     assert rep["cpu"] == "cortex-m0plus" and rep["ram_bytes"] > rep["counters_bytes"] > 0
-    assert "es_cfg_privhp" in (tmp_path / "es_config.h").read_text()
+    assert "static const es_privhp_cfg_t es_cfg_m0 = {" in (tmp_path / "es_config.h").read_text()
     res = CliRunner().invoke(main, ["firmware", "build", "--header", "x.h"])
     assert res.exit_code == 2 and "--header needs --config" in res.output
 
 
 def test_c_unit(tmp_path):
-    """tests/c/test_core.c against a generated header, with the host gcc."""
+    """tests/c/test_core.c against a generated header (PrivHP, CDF and profile
+    on one device, the device glue included), with the host gcc."""
     if shutil.which("gcc") is None:
         pytest.skip("no host gcc")
     from host_tools.firmware import config_header
-    cfg = privhp_config(d=2, r=12, k=16, w=64, j=2, sketch="cs", lo=[0, -20], hi=[100, 120])
-    (tmp_path / "es_config.h").write_text(config_header(cfg))
+    hp = privhp_config(d=2, r=12, k=16, w=64, j=2, sketch="cs", lo=[0, -20], hi=[100, 120])
+    hp["mechanisms"][0]["names"] = ["a", "b"]
+    cfg = combine([hp, plan_cdf([0], [1000], Fraction(1, 2), 100, names=["c"]),
+                   plan_profile(0, 50, 3, Fraction(1, 2), names=["id"])])
+    (tmp_path / "es_config.h").write_text(config_header(with_names(cfg, ["a", "b", "c", "id"])))
     inc = native.includedir()
     srcs = [os.path.join(inc, f) for f in sorted(os.listdir(inc)) if f.endswith(".c")]
     exe = tmp_path / "test_core"
     subprocess.run(["gcc", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), "-I", inc,
-                    os.path.join(HERE, "c", "test_core.c")] + srcs + ["-o", str(exe)], check=True)
+                    os.path.join(HERE, "c", "test_core.c")] + srcs + ["-lm", "-o", str(exe)], check=True)
     res = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout
     assert res.stdout.strip().endswith(" passed, 0 failed")

@@ -5,6 +5,7 @@ runtimes (the qemu runtime: tests/test_firmware.py)."""
 import hashlib
 import hmac
 import shutil
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from agent.hashing import derive_params
 from firmware_shims.drbg import seeded_source
 from host_tools import native
 from host_tools.simulate import as_readings, run_cpython, with_names
+from host_tools.cdf_plan import plan_cdf
+from host_tools.profile_plan import plan_profile
 from tests.conftest import privhp_config
 from tests.native_cases import cases
 
@@ -154,9 +157,78 @@ def test_bad_configs_raise_config_error():
     bad = dict(cfg, epsilon=[2, 1])
     with pytest.raises(ConfigError, match="add up"):
         native.NativeAgent(bad, seed=b"x")
-    two = dict(cfg, mechanisms=cfg["mechanisms"] * 2)
-    with pytest.raises(ConfigError, match="exactly one privhp"):
+    two = dict(cfg, mechanisms=cfg["mechanisms"] * 2)   # budgets now add up to 2 epsilon
+    with pytest.raises(ConfigError, match="add up"):
         native.NativeAgent(two, seed=b"x")
+    bad = dict(cfg, mechanisms=[dict(cfg["mechanisms"][0], kind="histogram")])
+    with pytest.raises(ConfigError, match="kind 'histogram'"):
+        native.NativeAgent(bad, seed=b"x")
+    bad = plan_cdf([0], [100], Fraction(1), 64)
+    bad["mechanisms"][0]["branching"] = [4, 4]
+    with pytest.raises(ConfigError, match="fewer than 64 bins"):
+        native.NativeAgent(bad, seed=b"x")
+    bad = plan_profile(0, 100, 5, Fraction(1))
+    bad["mechanisms"][0]["sample"] = {"bits": 5, "seed": "s"}
+    with pytest.raises(ConfigError, match="even"):
+        native.NativeAgent(bad, seed=b"x")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_device_memory_is_exactly_the_counters(case):
+    """The C core's counter memory (es_<kind>_mem_size, checked against the
+    host's count when each state is built) is the Python agent's counter bytes,
+    plus PrivHP's hash parameters padded to 4 bytes; the rest is the fixed
+    state structs (tests/test_firmware.py measures them)."""
+    name, cfg, data, seed, key = case
+    cfg = with_names(cfg, ["c%d" % i for i in range(data.shape[1])])
+    p = native.core_params(cfg)
+    a = agent.Agent(cfg, seed=b"x")
+    for m, mp in zip(a.mechs, p["mechs"]):
+        pad = (2 * len(m.hash) + 3) // 4 * 4 - 2 * len(m.hash) if m.kind == "privhp" else 0
+        assert mp["mem_bytes"] == m.counter_bytes() + pad
+    assert native.NativeAgent(cfg, seed=b"x")  # the C core agrees on every size (ConfigError if not)
+
+
+def test_sketch_scale_cap_refused_like_python():
+    """A CDF level or profile share whose noise scale exceeds 2**22 is refused
+    by the C core as by the Python agent (agent/spec.py check_scale)."""
+    cdf = plan_cdf([0], [100], Fraction(1), 16)
+    m = cdf["mechanisms"][0]
+    m["q"] <<= 23
+    m["sigma"] = [1] + [s << 23 for s in m["sigma"][1:]]
+    e = Fraction(sum(m["sigma"]), m["q"])
+    cdf["epsilon"] = [e.numerator, e.denominator]
+    prof = plan_profile(0, 10, 5, Fraction(1, 1 << 23))
+    for cfg in (cdf, prof):
+        with pytest.raises(ConfigError, match="2\\*\\*22"):
+            agent.Agent(cfg, seed=b"x")
+        with pytest.raises(ConfigError, match="2\\*\\*22"):
+            native.NativeAgent(cfg, seed=b"x")
+
+
+def test_profile_ids_must_be_integers():
+    cfg = plan_profile(0, 10, 5, Fraction(1))
+    a = native.NativeAgent(cfg, seed=b"x")
+    with pytest.raises(ValueError, match="integers"):
+        a.update((2.5,))
+    with pytest.raises(ValueError, match="integers"):
+        a.update_rows(np.array([[1.0], [2.5]]))
+    a.update((2 ** 40,))          # an int outside int32 (and the domain): ignored, as in Python
+    empty = native.NativeAgent(cfg, seed=b"x").release()
+    assert a.release() == empty
+
+
+def test_several_mechanisms_seal_together():
+    name, cfg, data, seed, key = next(c for c in CASES if c[0] == "combo-int")
+    cfg = with_names(cfg, ["c0", "c1"])
+    a = native.NativeAgent(cfg, seed=seed)
+    a.update_rows(data[:100])
+    frame = a.release()
+    with pytest.raises(SealedError):
+        a.update((1, 2))
+    with pytest.raises(SealedError):
+        a.update_rows(data[:5].astype(np.int32))
+    assert a.release() == frame
 
 
 def test_noise_scale_cap_refused_like_python():

@@ -1,10 +1,13 @@
 /* C unit tests of the native core, compiled with the host gcc and run by
  * tests/test_firmware.py (test_c_unit). Prints one line per failed check and
- * "N passed, N failed"; the exit status is the failure count. The config comes
- * from the es_config.h that `edgesynth firmware build --header` writes. */
+ * "N passed, N failed"; the exit status is the failure count. The config and
+ * the device glue come from the es_config.h that `edgesynth firmware build
+ * --header` writes for a device of three mechanisms: privhp over inputs 0-1,
+ * cdf over input 2, profile over input 3, all with integer bounds. */
 #include <stdio.h>
 #include <string.h>
 
+#define ES_CFG_DEVICE
 #include "es_config.h"
 
 static int passed, failed;
@@ -65,45 +68,113 @@ static void test_below_is_in_range_and_drbg_fails_closed(void)
     CHECK(es_below(&d, 1) == 0);
 }
 
-static uint32_t mem[(ES_CFG_MEM_BYTES + 3) / 4];
+static void test_memory_sizes_and_layout_errors(void)
+{
+    static uint32_t mem[(ES_CFG_M0_MEM_BYTES + 3) / 4 + 1];
+    es_privhp_t hp;
+    es_cdf_t cdf;
+    es_profile_t prof;
+    CHECK(es_privhp_mem_size(&es_cfg_m0) == ES_CFG_M0_MEM_BYTES);
+    CHECK(es_cdf_mem_size(&es_cfg_m1) == ES_CFG_M1_MEM_BYTES);
+    CHECK(es_profile_mem_size(&es_cfg_m2) == ES_CFG_M2_MEM_BYTES);
+    CHECK(ES_CFG_MEM_BYTES == ES_CFG_M0_MEM_BYTES + ES_CFG_M1_MEM_BYTES + ES_CFG_M2_MEM_BYTES);
+    CHECK(es_privhp_init(&hp, &es_cfg_m0, 1, mem, ES_CFG_M0_MEM_BYTES - 4) == ES_E_MEMORY);
+    CHECK(es_privhp_init(&hp, &es_cfg_m0, 1, (char *)mem + 2, ES_CFG_M0_MEM_BYTES) == ES_E_MEMORY);
+    CHECK(es_cdf_init(&cdf, &es_cfg_m1, 1, mem, ES_CFG_M1_MEM_BYTES - 1) == ES_E_MEMORY);
+    CHECK(es_cdf_init(&cdf, &es_cfg_m1, 1, (char *)mem + 1, ES_CFG_M1_MEM_BYTES) == ES_E_MEMORY);
+    CHECK(es_profile_init(&prof, &es_cfg_m2, 1, mem, ES_CFG_M2_MEM_BYTES - 4) == ES_E_MEMORY);
+    CHECK(es_profile_init(&prof, &es_cfg_m2, 3, mem, ES_CFG_M2_MEM_BYTES) == ES_E_CONFIG); /* factor 1 or 2 */
+    CHECK(es_cdf_init(&cdf, &es_cfg_m1, 1, NULL, 0) == ES_E_MEMORY);
+}
+
+/* noise-free states (es_dev_init zeroes the counters; no es_agent_init): every
+ * count is exact. CDF: each level sums to the readings, the leaves are the
+ * histogram of floor((x - lo) * K / span) clamped into the bins. */
+static void test_cdf_counts_are_exact(void)
+{
+    static uint32_t want[4096]; /* the leaves: K = 100 in the test config */
+    const es_cdf_cfg_t *c = &es_cfg_m1;
+    int32_t lo = c->lo_i[0], hi = c->hi_i[0];
+    uint32_t i, level, w, at, n = 700, ok = 1;
+    CHECK(c->K <= sizeof want / sizeof want[0]);
+    CHECK(es_dev_init() == ES_OK);
+    memset(want, 0, sizeof want);
+    for (i = 0; i < n; i++) {
+        int32_t x = (int32_t)(i * 37u % 1200u) - 100; /* some below lo, some at or above hi */
+        uint32_t bin = x >= hi ? c->K - 1 : x <= lo ? 0 : (uint32_t)((int64_t)(x - lo) * c->K / (hi - lo));
+        want[bin]++;
+        ok &= es_cdf_update_i32(&es_dev_m1, &x, 1) == ES_OK;
+    }
+    CHECK(ok && es_dev_m1.items == n);
+    /* levels top to bottom: widths ceil(K / P_i) */
+    for (at = 0, level = 0; level < c->m; level++) {
+        uint32_t P = 1, k, sum = 0;
+        for (k = level + 1; k < c->m; k++)
+            P *= c->branching[k];
+        w = (c->K + P - 1) / P;
+        for (k = 0; k < w; k++)
+            sum += (uint32_t)es_dev_m1.nodes[at + k];
+        ok &= sum == n;
+        at += w;
+    }
+    CHECK(ok && at == es_dev_m1.per);
+    CHECK(memcmp(es_dev_m1.nodes + es_dev_m1.per - c->K, want, 4 * c->K) == 0);
+}
+
+/* profile: counts saturate at the cap; ids outside [lo, hi) are ignored */
+static void test_profile_saturates_and_ignores_outside_ids(void)
+{
+    const int32_t ids[] = {5, 5, 5, 5, 5, 5, 7, -1, 50, 1000000, (int32_t)0x80000000, 49};
+    int32_t total = 0;
+    unsigned i;
+    CHECK(es_dev_init() == ES_OK);
+    CHECK(es_cfg_m2.lo == 0 && es_cfg_m2.hi == 50 && es_cfg_m2.cap == 3);
+    CHECK(es_profile_update_i32(&es_dev_m2, ids, sizeof ids / sizeof ids[0]) == ES_OK);
+    CHECK(es_dev_m2.ctr[5] == 3 && es_dev_m2.ctr[7] == 1 && es_dev_m2.ctr[49] == 1);
+    for (i = 0; i < 50; i++)
+        total += es_dev_m2.ctr[i];
+    CHECK(total == 5);
+}
 
 static void test_agent_lifecycle(void)
 {
-    es_privhp_t m;
-    es_privhp_t *mechs[1];
+    static uint8_t f1[1 << 16], f2[1 << 16];
     es_agent_t a;
     es_drbg_t d;
-    static uint8_t f1[1 << 16], f2[1 << 16];
-    int32_t x[ES_CFG_D];
+    int32_t x[ES_CFG_INPUTS * 10];
     long n1, n2;
-    int i;
-    mechs[0] = &m;
-    CHECK(es_privhp_mem_size(&es_cfg_privhp) == ES_CFG_MEM_BYTES);
-    CHECK(es_privhp_init(&m, &es_cfg_privhp, ES_CFG_FACTOR, mem, ES_CFG_MEM_BYTES - 4) == ES_E_MEMORY);
-    CHECK(es_privhp_init(&m, &es_cfg_privhp, ES_CFG_FACTOR, (char *)mem + 2, ES_CFG_MEM_BYTES) ==
-          ES_E_MEMORY);
-    CHECK(es_privhp_init(&m, &es_cfg_privhp, ES_CFG_FACTOR, mem, sizeof mem) == ES_OK);
+    int i, c, ok = 1;
+    CHECK(es_dev_init() == ES_OK);
     es_drbg_seeded(&d, (const uint8_t *)"lifecycle", 9);
-    CHECK(es_agent_init(&a, mechs, 1, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+    CHECK(es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, 3 - ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+                        (const uint8_t *)"unit", 4, 1, 2, NULL, 0, &d) == ES_E_CONFIG); /* other relation */
+    CHECK(es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
                         (const uint8_t *)"unit", 4, 1, 2, NULL, 0, &d) == ES_OK);
-    for (i = 0; i < 1000; i++) {
-        int c;
-        for (c = 0; c < ES_CFG_D; c++)
-            x[c] = i * (c + 3) % 150 - 20;
-        if (es_privhp_update_i32(&m, x) != ES_OK)
-            break;
+    for (i = 0; i < 100; i++) {
+        for (c = 0; c < ES_CFG_INPUTS * 10; c++)
+            x[c] = (i * 10 + c) * (c + 3) % 150 - 20;
+        ok &= es_dev_update(x, 10) == ES_OK;
     }
-    CHECK(i == 1000 && m.items == 1000);
+    CHECK(ok && es_dev_m0.items == 1000 && es_dev_m1.items == 1000);
     n1 = es_agent_release_buf(&a, f1, sizeof f1);
-    CHECK(n1 > 0 && (size_t)n1 == es_agent_frame_size(&a));
+    CHECK(n1 > ES_CFG_MEM_BYTES && (size_t)n1 == es_agent_frame_size(&a));
     CHECK(f1[0] == 0x94 && f1[n1 - 1] == 0xC0); /* fixarray(4) ... nil tag */
-    CHECK(es_privhp_update_i32(&m, x) == ES_E_SEALED);
+    CHECK(es_privhp_update_i32(&es_dev_m0, x, 1) == ES_E_SEALED);
+    CHECK(es_cdf_update_i32(&es_dev_m1, x, 1) == ES_E_SEALED);
+    CHECK(es_profile_update_i32(&es_dev_m2, x, 1) == ES_E_SEALED);
     n2 = es_agent_release_buf(&a, f2, sizeof f2);
     CHECK(n2 == n1 && memcmp(f1, f2, (size_t)n1) == 0); /* a resend is byte-identical */
     CHECK(es_agent_release_buf(&a, f2, (size_t)n1 - 1) == ES_E_SINK);
-    m.sealed = 0;
-    m.items = ES_MAX_ITEMS; /* the overflow guard refuses instead of wrapping */
-    CHECK(es_privhp_update_i32(&m, x) == ES_E_FULL);
+    es_dev_m0.base.sealed = es_dev_m1.base.sealed = 0;
+    es_dev_m0.items = es_dev_m1.items = ES_MAX_ITEMS; /* the overflow guard refuses instead of wrapping */
+    CHECK(es_privhp_update_i32(&es_dev_m0, x, 1) == ES_E_FULL);
+    CHECK(es_cdf_update_i32(&es_dev_m1, x, 1) == ES_E_FULL);
+}
+
+static void test_scale_cap(void)
+{
+    CHECK(es_dlap_scale_ok((uint64_t)7 << 22, 7) && !es_dlap_scale_ok(((uint64_t)7 << 22) + 1, 7));
+    CHECK(es_dlap_scale_ok(1, (uint64_t)1 << 48) && !es_dlap_scale_ok(1, 0));
 }
 
 static void test_noise_is_signed_and_bounded(void)
@@ -128,7 +199,11 @@ int main(void)
     test_sha256_fips_vectors();
     test_hmac_rfc4231_case2();
     test_below_is_in_range_and_drbg_fails_closed();
+    test_memory_sizes_and_layout_errors();
+    test_cdf_counts_are_exact();
+    test_profile_saturates_and_ignores_outside_ids();
     test_agent_lifecycle();
+    test_scale_cap();
     test_noise_is_signed_and_bounded();
     printf("%d passed, %d failed\n", passed, failed);
     return failed;
