@@ -68,13 +68,9 @@ class Agent:
         self.seq = seq
         self._key = None if key is None else bytes(key)
         try:
-            self.mechs = _build(specs, seed, RELATIONS[relation], restore)
+            self.mechs = _build(specs, seed, RELATIONS[relation], self.eps, restore)
         finally:
             unload(CONSTRUCTION)
-        budgets = []
-        for m in self.mechs:
-            budgets.append(m.budget())
-        check_budget(self.eps, budgets)
         # release-phase code and buffers, loaded now that construction code is
         # gone: the peak heap is counters plus the larger of the two phases
         from agent.msgpack_out import Encoder, key
@@ -206,23 +202,18 @@ class Agent:
         return total
 
 
-def check_budget(eps, budgets):
-    """Refuse unless the mechanisms' (num, den) budgets add up to ``eps``
-    exactly (sequential composition; integer arithmetic, no rounding)."""
-    num, den = 0, 1
-    for n, d in budgets:
-        num, den = num * d + n * den, den * d
-    if num * eps[1] != eps[0] * den:
-        raise ConfigError("mechanism budgets add up to %d/%d, not epsilon %d/%d"
-                          % (num, den, eps[0], eps[1]))
-
-
-def _build(specs, seed, factor, restore=None):
+def _build(specs, seed, factor, eps, restore=None):
     """Construction phase: every mechanism's tables (allocated first, while the
-    heap is still unfragmented), then the noise source and their noise."""
+    heap is still unfragmented), the budget check, then the noise source and
+    their noise. The checks live in agent/spec.py, unloaded afterwards."""
+    from agent.spec import check_budget, spec_kind
     mechs = []
+    budgets = []
     for i in range(len(specs)):
-        mechs.append(mechanism_class(spec_kind(specs[i], i))(specs[i], factor))
+        m = mechanism_class(spec_kind(specs[i], i, MECHANISMS))(specs[i], factor)
+        mechs.append(m)
+        budgets.append(m.budget())
+    check_budget(eps, budgets)
     if restore is not None:
         restore(mechs)  # the persisted noisy counters: no second noise draw
         return mechs
@@ -231,15 +222,6 @@ def _build(specs, seed, factor, restore=None):
     for m in mechs:
         m.draw_noise(rng)
     return mechs
-
-
-def spec_kind(spec, i):
-    """The kind of mechanism entry ``i`` of a config; ConfigError unless known."""
-    kind = spec.get("kind") if isinstance(spec, dict) else None
-    if kind not in MECHANISMS:
-        raise ConfigError("mechanisms[%d].kind %r is not one of %s"
-                          % (i, kind, ", ".join(sorted(MECHANISMS))))
-    return kind
 
 
 def mechanism_class(kind):

@@ -102,3 +102,21 @@ def fill_noise(tab, rng, scale_num, scale_den):
     """Every cell of ``tab`` := one exact discrete Laplace draw of scale num/den."""
     for i in range(len(tab)):
         tab[i] = draw(rng, scale_num, scale_den)
+
+
+def spec_kind(spec, i, kinds):
+    """The kind of mechanism entry ``i`` of a config; ConfigError unless one of ``kinds``."""
+    kind = spec.get("kind") if isinstance(spec, dict) else None
+    if kind not in kinds:
+        raise ConfigError("mechanisms[%d].kind %r is not one of %s" % (i, kind, ", ".join(sorted(kinds))))
+    return kind
+
+
+def check_budget(eps, budgets):
+    """Refuse unless the mechanisms' (num, den) budgets add up to ``eps``
+    exactly (sequential composition; integer arithmetic, no rounding)."""
+    num, den = 0, 1
+    for n, d in budgets:
+        num, den = num * d + n * den, den * d
+    if num * eps[1] != eps[0] * den:
+        raise ConfigError("mechanism budgets add up to %d/%d, not epsilon %d/%d" % (num, den, eps[0], eps[1]))

@@ -72,8 +72,8 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, word
         env = dict(os.environ, MICROPYPATH=bundle + ":.frozen")
         cmd = [exe, "-X", "heapsize=" + heap_flag(heap, words), "-c", "import mp_driver", cfg_path, rd_path, out_path,
                seed.hex() if seed else "-", device_id, str(epoch), key.hex() if key else "-", str(seq)]
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        try:  # cwd: `micropython -c` searches '' first, and an agent/ there would load from source
+            proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
             raise InputError("micropython runtime timed out after %d s" % TIMEOUT)
         last = (proc.stdout.strip().splitlines() or [""])[-1]

@@ -7,8 +7,8 @@
 
 Every mechanism kind runs in C (privhp, cdf, profile), one or several per
 device. The config is parsed and validated by the Python agent's own code
-(``parse`` of agent/privhp_build.py, cdf_build.py, profile_build.py; the budget
-and column checks of agent/device.py), then its numbers are handed to C; the
+(``parse`` of agent/privhp_build.py, cdf_build.py, profile_build.py; the kind
+and budget checks of agent/spec.py, the column routes of agent/device.py), then its numbers are handed to C; the
 noise, hashes, update and frame are the C core's. Per mechanism, integer
 readings on integer bounds take the integer path (es_quant_i32.c, es_cdf.c);
 anything else takes the float path (es_quant_f64.c, es_cdf_f64.c), which
@@ -83,9 +83,10 @@ class _Fields:
 
 def _parse(spec, i, factor):
     from agent import cdf_build, privhp_build, profile_build
-    from agent.device import spec_kind
+    from agent.device import MECHANISMS
+    from agent.spec import spec_kind
     m = _Fields()
-    m.kind = spec_kind(spec, i)
+    m.kind = spec_kind(spec, i, MECHANISMS)
     if m.kind == "privhp":
         privhp_build.parse(m, spec)
     elif m.kind == "cdf":
@@ -97,13 +98,14 @@ def _parse(spec, i, factor):
 
 def validate(cfg):
     """The Python agent's checks, without building it: returns (list of parsed
-    mechanism fields, relation factor, (eps num, den), per mechanism the
-    reading's column indices it reads).
+    mechanism fields, relation factor, (eps num, den), the reading's column
+    names, per mechanism the indices of the columns it reads).
 
     Raises ConfigError like ``agent.Agent``; integer bounds the C core cannot
     hold exactly (2**53 and beyond) get a clear one too.
     """
     from agent import device
+    from agent.spec import check_budget
     if not isinstance(cfg, dict) or cfg.get("format") != device.FORMAT:
         raise ConfigError("config format must be %d" % device.FORMAT)
     eps = device.ratio(cfg.get("epsilon"), "epsilon")
@@ -119,10 +121,10 @@ def validate(cfg):
         for v in (m.lo + m.hi if m.kind != "profile" else []):
             if _is_int(v) and abs(v) >= EXACT_F64:
                 raise ConfigError("the native core needs integer bounds below 2**53 in magnitude, got %d" % v)
-    device.check_budget(eps, [device.mechanism_class(m.kind).budget(m) for m in mechs])
+    check_budget(eps, [device.mechanism_class(m.kind).budget(m) for m in mechs])
     inputs, routes = device._routes(cfg, mechs)
     cols = [list(c) if c is not None else list(range(len(m.names))) for m, (_, c, _) in zip(mechs, routes)]
-    return mechs, factor, eps, len(inputs), cols
+    return mechs, factor, eps, inputs, cols
 
 
 def _bounds(m, exact_mask):
@@ -184,7 +186,7 @@ def core_params(cfg):
     accept: shared by the cffi binding and the firmware config header
     (host_tools/firmware.py).
 
-    Returns {"factor", "eps", "inputs" (values per reading), "mechs": [{"kind",
+    Returns {"factor", "eps", "inputs" (a reading's column names), "mechs": [{"kind",
     "cols" (reading columns it reads, in its channel order), "d", "int_path"
     (integer readings take its int32 update), "mem_bytes" (es_<kind>_mem_size),
     "fields": [(C field, C type, value), ...] in the C struct's order}]}.
@@ -287,7 +289,7 @@ class NativeAgent:
         for name, v in (("epoch", epoch), ("seq", seq)):
             if not _is_int(v) or not 0 <= v < 1 << 32:
                 raise ConfigError("%s must be an integer in [0, 2**32), got %r" % (name, v))
-        self.inputs = p["inputs"]
+        self.inputs = len(p["inputs"])
         keep = self._keep = []  # cffi objects the C structs point into
 
         def new(ctype, init):

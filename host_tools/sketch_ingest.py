@@ -11,7 +11,8 @@ def ingest_agent(a, block):
     ``a``, each on the columns it reads (its route): the effect of ``a.update``
     per row."""
     for m, (_, cols, _) in zip(a.mechs, a._routes):
-        ingest_any(m, block if cols is None else block[:, list(cols)])
+        # no route: the mechanism reads the first len(names) columns in order
+        ingest_any(m, block[:, :len(m.names)] if cols is None else block[:, list(cols)])
 
 
 def ingest_any(mech, block):

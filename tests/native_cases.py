@@ -103,9 +103,9 @@ def sketch_cases(rng, n):
                    plan_profile(0, 300, 50, Fraction(1, 4), names=["c0"], sample_bits=10, sample_seed="s")])
     x = np.c_[rng.integers(-5, 320, n), np.floor(rng.uniform(-20, 1050, n)), rng.uniform(-0.1, 1.1, n)]
     out.append(("combo-float-tag", cfg, x, b"combo-1", KEY))
-    hp = privhp_config(d=1, r=10, k=8, w=32, j=1, lo=[0], hi=[4095])
-    cfg = combine([_named(hp, ("c1",)), plan_cdf([0], [4095], Fraction(1), 128, names=["c1"]),
-                   plan_profile(0, 64, 20, Fraction(1), names=["c0"])])
-    x = np.c_[rng.integers(-5, 70, n), rng.integers(-100, 4200, n)].astype(float)
+    hp = privhp_config(d=1, r=10, k=8, w=32, j=1, lo=[0], hi=[4095])   # reads a prefix of the inputs
+    cfg = combine([_named(hp, ("c0",)), plan_cdf([0], [4095], Fraction(1), 128, names=["c0"]),
+                   plan_profile(0, 64, 20, Fraction(1), names=["c1"])])
+    x = np.c_[rng.integers(-100, 4200, n), rng.integers(-5, 70, n)].astype(float)
     out.append(("combo-int", cfg, x, b"combo-2", None))
     return out

@@ -16,7 +16,7 @@ from agent.errors import ConfigError, SealedError
 from agent.hashing import derive_params
 from firmware_shims.drbg import seeded_source
 from host_tools import native
-from host_tools.simulate import as_readings, run_cpython, with_names
+from host_tools.simulate import as_readings, run_cpython, run_numpy, with_names
 from host_tools.cdf_plan import plan_cdf
 from host_tools.profile_plan import plan_profile
 from tests.conftest import privhp_config
@@ -100,6 +100,7 @@ def _frames(cfg, data, seed, key):
     rows = as_readings(data, cfg)
     kw = dict(seed=seed, device_id="dev-native", epoch=5, key=key)
     py = bytes(run_cpython(cfg, rows, **kw))
+    assert bytes(run_numpy(cfg, data, **kw)) == py
     batch = native.run_native(cfg, data, block=777, **kw)   # several batch calls
     one = native.NativeAgent(cfg, **kw)
     for x in rows:

@@ -65,14 +65,21 @@ int es_cdf_init(es_cdf_t *m, const es_cdf_cfg_t *c, uint8_t factor, void *mem, s
     return ES_OK;
 }
 
-/* nodes of level i (1-based): ceil(K / P_i) */
-static uint32_t width(const es_cdf_cfg_t *c, unsigned i)
+void es_cdf_levels(const es_cdf_cfg_t *c, es_cdf_levels_t *lv)
 {
-    uint32_t P = 1;
-    unsigned k;
-    for (k = i; k < c->m; k++)
-        P *= c->branching[k];
-    return (c->K + P - 1) / P;
+    uint32_t P = 1, w;
+    unsigned i, s;
+    for (i = c->m; i-- > 0;) { /* bottom up: P_m = 1, P_{i-1} = P_i * n_i */
+        lv->P[i] = P;
+        for (s = 0; s < 32 && ((uint32_t)1 << s) < P; s++)
+            ;
+        lv->shift[i] = ((uint32_t)1 << s) == P ? (uint8_t)s : 0xFF;
+        P *= c->branching[i];
+    }
+    for (lv->at[0] = 0, i = 0; i < c->m; i++) { /* top down: level i holds ceil(K / P_i) nodes */
+        w = (c->K + lv->P[i] - 1) / lv->P[i];
+        lv->at[i + 1] = lv->at[i] + w;
+    }
 }
 
 /* agent/cdf_build.py draw_noise: channel by channel, level 1 to m, left to
@@ -83,43 +90,35 @@ static int draw_noise(es_mech_t *base, es_drbg_t *rng)
     es_cdf_t *m = (es_cdf_t *)base;
     const es_cdf_cfg_t *c = m->cfg;
     uint64_t num = (uint64_t)c->d * base->factor * c->q;
-    int32_t *t = m->nodes;
+    es_cdf_levels_t lv;
     unsigned ch, i;
     for (i = 0; i < c->m; i++)
         if (!es_dlap_scale_ok(num, c->sigma[i]))
             return ES_E_CONFIG;
+    es_cdf_levels(c, &lv);
     for (ch = 0; ch < c->d; ch++)
         for (i = 0; i < c->m; i++) {
-            uint32_t w = width(c, i + 1);
-            int st = es_dlap_fill(rng, t, w, num, c->sigma[i]);
+            int st = es_dlap_fill(rng, m->nodes + (size_t)ch * m->per + lv.at[i], lv.at[i + 1] - lv.at[i],
+                                  num, c->sigma[i]);
             if (st != ES_OK)
                 return st;
-            t += w;
         }
     return ES_OK;
 }
 
-int es_cdf_count(es_cdf_t *m, const uint32_t *bin)
+int es_cdf_count(es_cdf_t *m, const es_cdf_levels_t *lv, const uint32_t *bin)
 {
     const es_cdf_cfg_t *c = m->cfg;
+    int32_t *nodes = m->nodes;
     unsigned ch, i;
     if (m->base.sealed)
         return ES_E_SEALED;
     if (m->items >= ES_MAX_ITEMS)
         return ES_E_FULL;
     m->items++;
-    for (ch = 0; ch < c->d; ch++) {
-        /* bottom up from the leaves: the node of level i-1 is the level-i node / n_i */
-        int32_t *level = m->nodes + (size_t)(ch + 1) * m->per;
-        uint32_t node = bin[ch], w = c->K;
-        for (i = c->m; i > 0; i--) {
-            uint32_t n = c->branching[i - 1];
-            level -= w;
-            level[node]++;
-            node /= n;
-            w = (w + n - 1) / n;
-        }
-    }
+    for (ch = 0; ch < c->d; ch++, nodes += m->per) /* level i's node: bin // P_i */
+        for (i = 0; i < c->m; i++)
+            nodes[lv->at[i] + (lv->shift[i] != 0xFF ? bin[ch] >> lv->shift[i] : bin[ch] / lv->P[i])]++;
     return ES_OK;
 }
 
@@ -127,10 +126,12 @@ int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n)
 {
     const es_cdf_cfg_t *c = m->cfg;
     uint32_t bin[ES_MAX_CHANNELS];
+    es_cdf_levels_t lv;
     size_t k;
     unsigned ch;
     if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i)
         return ES_E_CONFIG; /* some channel has float bounds: es_cdf_update_f64 */
+    es_cdf_levels(c, &lv);
     for (k = 0; k < n; k++, x += c->d) {
         int st;
         for (ch = 0; ch < c->d; ch++) {
@@ -138,13 +139,15 @@ int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n)
             if (x[ch] >= hi) {
                 bin[ch] = c->K - 1;
             } else if (x[ch] > lo) { /* floor((x - lo) * K / span), exact: span < 2**28 */
-                uint64_t r = (uint64_t)((int64_t)x[ch] - lo);
-                bin[ch] = (uint32_t)(r * c->K / (uint64_t)((int64_t)hi - lo));
+                uint32_t r = (uint32_t)((int64_t)x[ch] - lo), span = (uint32_t)((int64_t)hi - lo);
+                uint64_t t = (uint64_t)r * c->K;
+                /* 32-bit division where the product fits: no libgcc call on a 32-bit MCU */
+                bin[ch] = t >> 32 ? (uint32_t)(t / span) : (uint32_t)t / span;
             } else {
                 bin[ch] = 0;
             }
         }
-        if ((st = es_cdf_count(m, bin)) != ES_OK)
+        if ((st = es_cdf_count(m, &lv, bin)) != ES_OK)
             return st;
     }
     return ES_OK;

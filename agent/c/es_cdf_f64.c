@@ -74,15 +74,17 @@ int es_cdf_update_f64(es_cdf_t *m, const double *x, size_t n)
 {
     const es_cdf_cfg_t *c = m->cfg;
     uint32_t bin[ES_MAX_CHANNELS];
+    es_cdf_levels_t lv;
     size_t k;
     unsigned ch;
     if (!c->lo_f || !c->hi_f)
         return ES_E_CONFIG;
+    es_cdf_levels(c, &lv);
     for (k = 0; k < n; k++, x += c->d) {
         int st;
         for (ch = 0; ch < c->d; ch++)
             bin[ch] = bin_of(c, ch, x[ch]);
-        if ((st = es_cdf_count(m, bin)) != ES_OK)
+        if ((st = es_cdf_count(m, &lv, bin)) != ES_OK)
             return st;
     }
     return ES_OK;

@@ -212,11 +212,20 @@ typedef struct {
     uint32_t items;                /* readings counted (overflow guard) */
 } es_cdf_t;
 
+/* Where each level starts in a channel's counters and the leaves under one of
+ * its nodes: an update call computes it once, on its stack (about 220 B). */
+typedef struct {
+    uint32_t at[ES_CDF_MAX_LEVELS + 1];  /* level i's first counter; at[m] = per */
+    uint32_t P[ES_CDF_MAX_LEVELS];       /* leaves under one node of level i */
+    uint8_t shift[ES_CDF_MAX_LEVELS];    /* log2 P[i] when a power of two, else 0xFF */
+} es_cdf_levels_t;
+
 /* Bytes of caller memory (4-byte aligned) the counters need; 0 if cfg is invalid. */
 size_t es_cdf_mem_size(const es_cdf_cfg_t *cfg);
 int es_cdf_init(es_cdf_t *m, const es_cdf_cfg_t *cfg, uint8_t factor, void *mem, size_t size);
+void es_cdf_levels(const es_cdf_cfg_t *cfg, es_cdf_levels_t *lv);
 /* Count one reading given as its bin (0..K-1) in each channel. */
-int es_cdf_count(es_cdf_t *m, const uint32_t *bin);
+int es_cdf_count(es_cdf_t *m, const es_cdf_levels_t *lv, const uint32_t *bin);
 /* n readings of d values; integer bounds in int32 only (cfg->int_mask all set, lo_i/hi_i). */
 int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n);
 /* Any bounds: agent/cdf.py's float binning, operation for operation (needs libm's fmod). */
