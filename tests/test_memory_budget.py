@@ -40,3 +40,18 @@ def test_too_small_heap_says_what_it_needs():
     data = np.zeros((100, 2))
     with pytest.raises(InputError, match=r"needs a \d+-byte heap, the device has 32768"):
         simulate(cfg, data, ["a", "b"], runtime="micropython", heap=32 * 1024)
+
+
+def test_the_runtime_loads_the_bundle_whatever_the_working_directory(tmp_path, monkeypatch):
+    """`micropython -c` searches the current directory first: run from a
+    checkout, the agent compiled from source on the heap (about 9 KiB more
+    than the .mpy a device loads). A decoy agent/ in the cwd must never load,
+    and the 32 KiB plan must fit as the planner promised."""
+    decoy = tmp_path / "agent"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the agent was loaded from the working directory')\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = plan_privhp([0, 0], [4096, 4096], Fraction(1), 32 * 1024, hash_seed="budget")
+    data = np.random.default_rng(0).integers(0, 4096, size=(200, 2)).astype(float)
+    frame = simulate(cfg, data, ["a", "b"], runtime="micropython", heap=32 * 1024, seed=b"budget-seed-0000")
+    assert frame == simulate(cfg, data, ["a", "b"], runtime="cpython", seed=b"budget-seed-0000")
