@@ -90,18 +90,22 @@ static int draw_noise(es_mech_t *base, es_drbg_t *rng)
     es_cdf_t *m = (es_cdf_t *)base;
     const es_cdf_cfg_t *c = m->cfg;
     uint64_t num = (uint64_t)c->d * base->factor * c->q;
-    es_cdf_levels_t lv;
-    unsigned ch, i;
+    int32_t *t = m->nodes;
+    unsigned ch, i, k;
     for (i = 0; i < c->m; i++)
         if (!es_dlap_scale_ok(num, c->sigma[i]))
             return ES_E_CONFIG;
-    es_cdf_levels(c, &lv);
+    /* no es_cdf_levels_t here: this chain (sampler, DRBG, SHA-256) is the deepest stack */
     for (ch = 0; ch < c->d; ch++)
         for (i = 0; i < c->m; i++) {
-            int st = es_dlap_fill(rng, m->nodes + (size_t)ch * m->per + lv.at[i], lv.at[i + 1] - lv.at[i],
-                                  num, c->sigma[i]);
-            if (st != ES_OK)
+            uint32_t P = 1, w;
+            int st;
+            for (k = i + 1; k < c->m; k++)
+                P *= c->branching[k];
+            w = (c->K + P - 1) / P; /* level i+1 holds ceil(K / P) nodes */
+            if ((st = es_dlap_fill(rng, t, w, num, c->sigma[i])) != ES_OK)
                 return st;
+            t += w;
         }
     return ES_OK;
 }
