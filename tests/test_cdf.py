@@ -64,6 +64,22 @@ def test_device_counts_are_exact_tree_counts(lo, hi, K, br):
         assert np.array_equal(got1 - got0, want)  # same seed, same noise: the difference is the data
 
 
+@pytest.mark.parametrize("K", [4, 4096])  # span * K below and above 2**30: both integer-bound divisions
+def test_float_reading_rounding_up_to_the_span_lands_in_the_top_bin(K):
+    """On integer bounds a float reading just below hi can have x - lo round up
+    to the span (here 2**28 - 1 has no room for x's fraction): its bin must be
+    K - 1, as for every reading at or above hi, not K (an IndexError once)."""
+    import math
+    lo, hi = -(1 << 27), (1 << 27) - 1
+    x = math.nextafter(float(hi), 0)
+    assert x < hi and x - lo == hi - lo
+    m = agent.Agent(cdf_cfg(K, (K,), (lo,), (hi,)), seed=b"s").mechs[0]
+    before = list(m.rows[0][-1])
+    m.update((x,))
+    after = list(m.rows[0][-1])
+    assert [j for j in range(K) if after[j] != before[j]] == [K - 1]
+
+
 def test_noise_has_the_planned_variance():
     cfg = cdf_cfg(4096, (16, 16, 16), eps=Fraction(1, 2))
     s = state(simulate(cfg, np.zeros((0, 1)), ["x0"], seed=b"variance-seed-00"))[0]

@@ -53,6 +53,7 @@ def test_each_mechanism_reads_its_own_columns(combo):
     assert np.array_equal(leaves, np.bincount(data[:, 1].astype(int) // 4, minlength=256))
     assert hp.tree[0] - empty[0].tree[0] == len(data)
     assert simulate(combo, data, cols, seed=seed, runtime="numpy") == frame
+    assert simulate(combo, data, cols, seed=seed, runtime="native") == frame   # the C core
     if shutil.which("micropython"):
         assert simulate(combo, data, cols, seed=seed, runtime="micropython") == frame
 
