@@ -19,6 +19,21 @@ while for a prime K such as 997 it is fourfold ((10,10,10) on 1000 leaves).
 For the chosen tree the budgets follow Thm IV.2 generalised to padding:
 epsilon_i proportional to level_use_i**(1/3), the KKT optimum of
 sum_i level_use_i / epsilon_i**2 under sum_i epsilon_i = epsilon.
+
+With a RAM budget (``ram``) the device needs its counters, 4 * d * sum_i
+ceil(K / P_i) bytes, plus the runtime's charge (plan.sketch_heap_need). A
+given K that does not fit is refused; without K the planner takes the
+largest K that fits among the 3-smooth numbers 2**a 3**b (choose_bins):
+they factor exactly into branching factors in [2, 64] (no padding), the
+tree search on them takes milliseconds up to K ~ 10**5 where an awkward K
+takes seconds (65521: 18 s), and from 1024 up consecutive ones are at most
+12.5% apart (18.5% from 64 up), so at most about a ninth of the counter
+budget goes unused. Any integer K would need a tree search per integer,
+and the counters of the chosen tree do not grow monotonically with K, so
+no bisection could replace the scan. For integer bounds K is capped at the
+smallest integer span (bins narrower than one unit of an integer reading
+stay empty), and the span itself is a candidate: one bin per integer value
+is the finest a CDF of those readings can be.
 """
 import math
 
@@ -26,7 +41,7 @@ from agent.cdf_build import MAX_BINS, MAX_INT_SPAN
 from host_tools.budget import Q_BITS, split_integer
 from host_tools.cdf_estimate import level_use, plain_error, stored_widths, suffix_products
 from host_tools.errors import InputError
-from host_tools.plan import device_config
+from host_tools.plan import device_config, ram_notes, require_fit, sketch_heap_need
 
 MAX_FACTOR = 64
 PAD = 1.5
@@ -93,24 +108,39 @@ def level_budgets(eps, K, branching):
     return q, split_integer(eps.numerator << Q_BITS, weights)
 
 
-def plan_cdf(lo, hi, eps, bins, names=None, branching=None, relation="add-remove"):
+def plan_cdf(lo, hi, eps, bins, names=None, branching=None, relation="add-remove", ram=None,
+             runtime="micropython"):
     """Public device config (JSON-ready dict) for a CDF mechanism over
-    ``bins`` bins per channel; ``branching`` overrides the search."""
+    ``bins`` bins per channel; ``branching`` overrides the search.
+
+    ``ram`` (bytes, optional): refuse a state that does not fit on the
+    ``runtime`` ("micropython" or "c"); with ``bins`` None, take the largest
+    K that fits (choose_bins).
+    """
     d = len(lo)
-    if not 2 <= bins <= MAX_BINS:
-        raise InputError("--bins must be in [2, %d]" % MAX_BINS)
     names = names or ["x%d" % i for i in range(d)]
     if len(names) != d:
         raise InputError("%d names given for %d channels" % (len(names), d))
     for i in range(d):
         if isinstance(lo[i], int) and isinstance(hi[i], int) and hi[i] - lo[i] > MAX_INT_SPAN:
             raise InputError("bound %d: integer span above 2**28 - 1; use float bounds" % (i + 1))
+    choice = "given"
+    if bins is None:
+        if ram is None:
+            raise InputError("--mechanism cdf needs --bins, or --ram to choose them")
+        if branching is not None:
+            raise InputError("--branching needs --bins")
+        bins, branching, choice = choose_bins(d, span_cap(lo, hi), ram, runtime)
+    if not 2 <= bins <= MAX_BINS:
+        raise InputError("--bins must be in [2, %d]" % MAX_BINS)
     if branching is None:
         branching = choose_tree(bins)
-    else:
-        if any(n < 2 for n in branching) or math.prod(branching) < bins:
-            raise InputError("--branching factors must be >= 2 and multiply to at least --bins")
+    elif any(n < 2 for n in branching) or math.prod(branching) < bins:
+        raise InputError("--branching factors must be >= 2 and multiply to at least --bins")
     branching = list(branching)
+    counters, need = cdf_heap_need(d, bins, branching, runtime)
+    require_fit(ram, need, counters, runtime, "a cdf of %d bins over %d channel(s), tree %s,"
+                % (bins, d, "x".join(map(str, branching))))
     q, sigma = level_budgets(eps, bins, branching)
     factor = 2 if relation == "replace" else 1
     widths = stored_widths(bins, branching)
@@ -120,12 +150,65 @@ def plan_cdf(lo, hi, eps, bins, names=None, branching=None, relation="add-remove
             "branching": branching, "q": q, "sigma": sigma}
     return device_config(eps, relation, mech, {
         "mechanism": "cdf",
+        "bins_choice": choice,
         "padded_leaves": math.prod(branching),
-        "counter_bytes": 4 * d * sum(widths),
+        **ram_notes(ram, counters, need, runtime),
         "nodes_per_channel": sum(widths),
         "plain_error_counts2": plain_error(bins, branching, var),
         "epsilon": str(eps),
     })
+
+
+def cdf_heap_need(d, K, branching, runtime):
+    """(counter bytes, device RAM bytes) of d channels of K bins on the tree
+    ``branching``: one int32 per stored node, one array per channel and level."""
+    counters = 4 * d * sum(stored_widths(K, branching))
+    return counters, sketch_heap_need(counters, runtime, "cdf", channels=d, arrays=d * len(branching))
+
+
+def span_cap(lo, hi):
+    """The smallest integer span over the channels with integer bounds, at
+    least 2, or None when every channel has float bounds: one bin per
+    integer value is the finest K worth planning (finer bins stay empty)."""
+    spans = [h - l for l, h in zip(lo, hi) if isinstance(l, int) and isinstance(h, int)]
+    return max(2, min(spans)) if spans else None
+
+
+def smooth_bins(top):
+    """Every 2**a 3**b in [2, top], largest first."""
+    out = []
+    p3 = 1
+    while p3 <= top:
+        p = p3
+        while p <= top:
+            out.append(p)
+            p *= 2
+        p3 *= 3
+    return sorted((k for k in out if k >= 2), reverse=True)
+
+
+def choose_bins(d, span, ram, runtime):
+    """(K, branching, how K was chosen) of the largest K that fits ``ram``
+    bytes: the integer ``span`` (span_cap; None for float bounds) or a
+    2**a 3**b below it and MAX_BINS, each with the tree choose_tree picks.
+    Raises InputError when K = 2 does not fit.
+
+    A K whose d * K leaves and d arrays alone exceed the budget is skipped
+    without a tree search: every tree stores at least that much.
+    """
+    top = min(span or MAX_BINS, MAX_BINS)
+    candidates = smooth_bins(top)
+    if candidates[0] != top:
+        candidates.insert(0, top)  # only an integer span can be off the 2**a 3**b grid
+    for K in candidates:
+        if sketch_heap_need(4 * d * K, runtime, "cdf", channels=d, arrays=d) > ram:
+            continue
+        branching = choose_tree(K)
+        if cdf_heap_need(d, K, branching, runtime)[1] <= ram:
+            return K, branching, "integer span" if K == span else "largest 2**a 3**b that fits"
+    need = cdf_heap_need(d, 2, (2,), runtime)[1]
+    raise InputError("a %d-byte budget cannot hold a 2-bin cdf over %d channel(s) on the %s runtime: "
+                     "it needs %d bytes" % (ram, d, runtime, need))
 
 
 def _dlap_var(scale):

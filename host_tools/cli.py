@@ -140,13 +140,19 @@ def _jsonable(o):
 @click.option("--bounds", default=None, help="Public per-channel range LO:HI[,LO:HI...]; never read it off the data "
                                             "(privhp, cdf).")
 @click.option("--epsilon", required=True, help="Privacy budget per reading, e.g. 1, 0.5 or 1/3.")
-@click.option("--ram", default=None, help="RAM the agent may use on the device, in bytes (suffix K or M allowed; "
-                                         "privhp).")
+@click.option("--ram", default=None, help="RAM the agent may use on the device, in bytes (suffix K or M allowed). "
+                                         "privhp: required, sets the shape. cdf: refuses a --bins that does not "
+                                         "fit; without --bins, the largest K that fits. profile: refuses a "
+                                         "--domain that does not fit; with --sample-bits and no --domain, the "
+                                         "largest sampled range [0, n) that fits.")
 @click.option("--mechanism", default="privhp", show_default=True, type=click.Choice(["privhp", "cdf", "profile"]),
               help="Summary kept on the device (cdf: docs/cdf.md, profile: docs/profile.md).")
-@click.option("--bins", default=None, type=click.IntRange(2, 1 << 24), help="cdf: bins K per channel.")
+@click.option("--bins", default=None, type=click.IntRange(2, 1 << 24),
+              help="cdf: bins K per channel (default with --ram: the largest 2**a 3**b that fits, or the "
+                   "integer span of integer bounds when it fits).")
 @click.option("--branching", default=None, help="cdf: tree branching n1,n2,... (default: searched).")
-@click.option("--domain", default=None, help="profile: dense ids LO:HI (LO <= id < HI).")
+@click.option("--domain", default=None, help="profile: dense ids LO:HI (LO <= id < HI); with --sample-bits, the "
+                                            "sampled range (default with --ram: the largest [0, n) that fits).")
 @click.option("--cap", default=None, type=click.IntRange(1, 1 << 24), help="profile: public cap on one id's count.")
 @click.option("--sample-bits", default=None, type=int,
               help="profile: hashed ids from [0, 2**B); --domain is then the range of their keyed permutation "
@@ -164,7 +170,8 @@ def _jsonable(o):
 @click.option("--relation", default="add-remove", show_default=True, type=click.Choice(["add-remove", "replace"]),
               help="Neighbouring streams: add/remove one reading, or replace one (doubles the noise).")
 @click.option("--device-runtime", default="micropython", show_default=True, type=click.Choice(["micropython", "c"]),
-              help="What runs the agent on the device; sets the RAM counted beyond the counters.")
+              help="What runs the agent on the device; sets the RAM charged beyond the counters against "
+                   "--ram (every mechanism; docs/deployment.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Config file to write (JSON).")
 def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, n_max, sketch, j,
@@ -172,21 +179,22 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
-    itself is a measured constant (docs/deployment.md).
+    itself is measured (docs/deployment.md). A plan that cannot fit --ram is
+    refused with what it needs and what it has.
     """
     from host_tools.budget import parse_epsilon
     from host_tools.plan import parse_bounds, plan_privhp
     eps = parse_epsilon(epsilon)
+    ram_bytes = _parse_size(ram, "--ram") if ram is not None else None
     if mechanism != "privhp":
         from host_tools.plan_sketches import plan_command
         plan_command(mechanism, eps, bounds=bounds, bins=bins, branching=branching, domain=domain, cap=cap,
                      names=_columns(names) if names else None, relation=relation, output=output,
                      as_json=as_json, echo=click.echo, echo_json=_echo_json, sample_bits=sample_bits,
-                     sample_seed=hash_seed)
+                     sample_seed=hash_seed, ram=ram_bytes, runtime=device_runtime)
         return
-    if bounds is None or ram is None:
+    if bounds is None or ram_bytes is None:
         raise InputError("--mechanism privhp needs --bounds and --ram")
-    ram_bytes = _parse_size(ram, "--ram")
     lo, hi = parse_bounds(bounds)
     name_list = _columns(names) if names else None
     try:
@@ -216,7 +224,11 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Combined config to write.")
 def combine(configs, output):
     """Put the mechanisms of several configs on one device: epsilon adds up,
-    one release carries every mechanism's state (each reads its own columns)."""
+    one release carries every mechanism's state (each reads its own columns).
+
+    Prints the exact counter bytes of all parts; the runtime overhead of a
+    combined device is not measured, so nothing is checked against a RAM budget.
+    """
     from host_tools.plan_sketches import combine_files
     click.echo(combine_files(configs, output))
 

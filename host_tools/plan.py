@@ -15,6 +15,9 @@ noise term, 10 sqrt(2), overstates it about tenfold in measurements
 (benchmarks/bench_target.py: with the proof's constant the planner's pick at
 32 KiB ranked 18th of the sweep; with NOISE_CONSTANT it ranks first), so the
 planner uses the calibrated constant.
+
+The CDF and profile planners share this module's RAM model for their states
+(sketch_heap_need, ram_notes, require_fit; docs/deployment.md).
 """
 import math
 import os
@@ -24,14 +27,28 @@ from agent.privhp_build import MAX_DEPTH, MAX_INT_SPAN
 from host_tools.budget import level_weights, privhp_budget
 from host_tools.errors import InputError
 
-# RAM beyond the counters on a 32-bit MCU, per device runtime and sketch kind.
-# micropython: the largest measured over benchmarks/bench_memory.py's configs,
-# rounded up to 1 KiB. c: the C core's state and stack budget (agent/c, issue
-# of the native core; a bound, not yet a measurement).
+# The C core's state and stack budget (agent/c, issue of the native core; a
+# bound, not yet a measurement), for every mechanism.
+C_CORE_OVERHEAD = 1024
+# RAM beyond the counters on a 32-bit MCU, per device runtime and mechanism
+# (PrivHP: per sketch kind). micropython: the largest measured over
+# benchmarks/bench_memory.py's configs, rounded up to 1 KiB. For "cdf" and
+# "profile" it is the base of sketch_heap_need (GC pool bytes; see there).
 RUNTIME_OVERHEAD = {
-    "micropython": {"cms": 30 * 1024, "cs": 33 * 1024},
-    "c": {"cms": 1024, "cs": 1024},
+    "micropython": {"cms": 30 * 1024, "cs": 33 * 1024, "cdf": 20 * 1024, "profile": 20 * 1024},
+    "c": {"cms": C_CORE_OVERHEAD, "cs": C_CORE_OVERHEAD, "cdf": C_CORE_OVERHEAD, "profile": C_CORE_OVERHEAD},
 }
+# MicroPython heap that grows with a CDF's shape, in 32-bit pool bytes: per
+# channel (its bounds, name, tuples and the reading's own objects) and per
+# stored counter array (one per channel and level: array object, its (row, P)
+# tuple). A linear upper fit, in multiples of 32 B, of bench_memory.py --part
+# sketches' grid; the "cdf" base above is the grid's largest remainder.
+CDF_CHANNEL_BYTES = 512
+CDF_ARRAY_BYTES = 96
+# MicroPython's GC keeps 2 allocation-table bits and 1 finaliser bit per
+# 16-byte block of a 32-bit port's heap (32-byte blocks on the 64-bit unix
+# port): the heap is 131/128 of the pool it can hand out.
+GC_POOL_NUM, GC_POOL_DEN = 128, 131
 MAX_WIDTH = 4096
 NOISE_CONSTANT = math.sqrt(2)  # per-counter noise sd in units of the scale; calibrated, see above
 
@@ -161,11 +178,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
             "j": jj, "sketch": sketch, "hash_seed": seed, "q": q, "sigma": sigma, "clamp_p": clamp_p}
     L = min(k.bit_length() - 1, r)
     return device_config(eps, relation, mech, {
-        "ram_bytes": ram,
-        "counter_bytes": size,
-        "device_runtime": runtime,
-        "runtime_overhead_bytes": overhead,
-        "expected_peak_bytes": size + overhead,
+        **ram_notes(ram, size, size + overhead, runtime),
         "tree_levels": L + 1,
         "sketch_levels": r - L,
         "n_max": n_max,
@@ -179,3 +192,51 @@ def device_config(eps, relation, mech, notes):
     planner's ``notes`` as its "plan" block, which the device ignores."""
     return {"format": 1, "epsilon": [eps.numerator, eps.denominator], "relation": relation,
             "mechanisms": [mech], "plan": notes}
+
+
+def ram_notes(ram, counters, need, runtime):
+    """The plan block's RAM entries (docs/config.md), in bytes: the budget
+    (None when not given), the counters, the runtime's charge beyond them
+    and the expected peak ``need``."""
+    return {"ram_bytes": ram, "counter_bytes": counters, "device_runtime": runtime,
+            "runtime_overhead_bytes": need - counters, "expected_peak_bytes": need}
+
+
+def require_fit(ram, need, counters, runtime, what):
+    """Refuse, in one line, a state ``what`` of ``need`` bytes (``counters`` of
+    them counters) that exceeds the ``ram`` budget; ``ram`` None: no budget."""
+    if ram is not None and need > ram:
+        raise InputError("%s needs %d bytes (%d of counters + %d for the %s runtime); --ram gives %d"
+                         % (what, need, counters, need - counters, runtime, ram))
+
+
+def mcu_heap(pool):
+    """Bytes of a 32-bit MicroPython heap whose GC pool holds ``pool`` bytes
+    (the GC's own tables take the rest, GC_POOL_DEN / GC_POOL_NUM)."""
+    return -(-pool * GC_POOL_DEN // GC_POOL_NUM)
+
+
+def mp_pool_beyond_counters(raw, counters):
+    """Pool bytes beyond the counters on a 32-bit port, estimated from ``raw``,
+    the smallest heap (bytes) the agent ran in on the 64-bit unix port.
+
+    That port's GC has 32-byte blocks, so its pool is 256/259 of the heap;
+    pointers, object headers and blocks halve on 32 bits, counters do not.
+    """
+    return (raw * 256 // 259 - counters + 1) // 2
+
+
+def sketch_heap_need(counters, runtime, kind, channels=0, arrays=0):
+    """Device RAM in bytes for one "cdf" or "profile" state (``kind``) of
+    ``counters`` bytes: what --ram is checked against.
+
+    c: counters + C_CORE_OVERHEAD. micropython: the GC pool holds the
+    counters, the measured base RUNTIME_OVERHEAD["micropython"][kind] and,
+    for a CDF, CDF_CHANNEL_BYTES per channel and CDF_ARRAY_BYTES per counter
+    array; the heap adds the GC's tables (2.3% of the heap, so of the counters
+    too: a constant charge alone would fall short for large states).
+    """
+    base = RUNTIME_OVERHEAD[runtime][kind]
+    if runtime == "c":
+        return counters + base
+    return mcu_heap(counters + base + CDF_CHANNEL_BYTES * channels + CDF_ARRAY_BYTES * arrays)

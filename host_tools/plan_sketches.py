@@ -15,35 +15,27 @@ def _write_json(path, obj):
 
 def plan_command(mechanism, eps, bounds=None, bins=None, branching=None, domain=None, cap=None, names=None,
                  relation="add-remove", output=None, as_json=False, echo=print, echo_json=print,
-                 sample_bits=None, sample_seed=None):
-    """`edgesynth plan --mechanism cdf|profile`: build, write and describe the config."""
+                 sample_bits=None, sample_seed=None, ram=None, runtime="micropython"):
+    """`edgesynth plan --mechanism cdf|profile`: build, write and describe the
+    config. ``ram`` (bytes or None) is the device budget for ``runtime``."""
     if mechanism == "cdf":
-        from host_tools.cdf_plan import plan_cdf
-        from host_tools.plan import parse_bounds
-        if bounds is None or bins is None:
-            raise InputError("--mechanism cdf needs --bounds and --bins")
-        lo, hi = parse_bounds(bounds)
-        br = None
-        if branching:
-            try:
-                br = [int(x) for x in branching.split(",")]
-            except ValueError:
-                raise InputError("--branching must list integers like 16,16, got %r" % branching)
-        cfg = plan_cdf(lo, hi, eps, bins, names=names, branching=br, relation=relation)
-        m = cfg["mechanisms"][0]
-        line = "wrote %s: cdf K=%d tree %s (K-bar %d), %d counters, %d B" % (
-            output, bins, "x".join(map(str, m["branching"])), cfg["plan"]["padded_leaves"],
-            cfg["plan"]["counter_bytes"] // 4, cfg["plan"]["counter_bytes"])
+        cfg = _plan_cdf(eps, bounds, bins, branching, names, relation, ram, runtime)
+        m, p = cfg["mechanisms"][0], cfg["plan"]
+        line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (
+            output, m["bins"], "" if p["bins_choice"] == "given" else " (%s)" % p["bins_choice"],
+            "x".join(map(str, m["branching"])), p["padded_leaves"], p["counter_bytes"] // 4, p["counter_bytes"])
     else:
         from host_tools.profile_plan import parse_domain, plan_profile
-        if domain is None or cap is None:
-            raise InputError("--mechanism profile needs --domain and --cap")
-        lo, hi = parse_domain(domain)
+        if cap is None:
+            raise InputError("--mechanism profile needs --cap")
+        lo, hi = parse_domain(domain) if domain is not None else (None, None)
         cfg = plan_profile(lo, hi, cap, eps, names=names, relation=relation, sample_bits=sample_bits,
-                           sample_seed=sample_seed)
-        p = cfg["plan"]
-        line = "wrote %s: profile over %d ids, cap %d; counters %d B; expected l2 error ~ %.3g" % (
-            output, p["ids"], cap, p["counter_bytes"], p["expected_error_scale_l2"])
+                           sample_seed=sample_seed, ram=ram, runtime=runtime)
+        m, p = cfg["mechanisms"][0], cfg["plan"]
+        line = "wrote %s: profile over %d ids [%d, %d), cap %d; counters %d B; expected l2 error ~ %.3g" % (
+            output, p["ids"], m["lo"], m["hi"], cap, p["counter_bytes"], p["expected_error_scale_l2"])
+    line += "; expected peak %d B (%s)%s" % (p["expected_peak_bytes"], runtime,
+                                             "" if ram is None else " of %d B" % ram)
     _write_json(output, cfg)
     if as_json:
         echo_json({**cfg["plan"], **{k: v for k, v in cfg["mechanisms"][0].items() if k != "sigma"},
@@ -51,6 +43,22 @@ def plan_command(mechanism, eps, bounds=None, bins=None, branching=None, domain=
     else:
         echo(line)
     return cfg
+
+
+def _plan_cdf(eps, bounds, bins, branching, names, relation, ram, runtime):
+    """The CDF config of the command's flags (parsing only; cdf_plan plans)."""
+    from host_tools.cdf_plan import plan_cdf
+    from host_tools.plan import parse_bounds
+    if bounds is None:
+        raise InputError("--mechanism cdf needs --bounds and --bins (or --ram to choose the bins)")
+    lo, hi = parse_bounds(bounds)
+    br = None
+    if branching:
+        try:
+            br = [int(x) for x in branching.split(",")]
+        except ValueError:
+            raise InputError("--branching must list integers like 16,16, got %r" % branching)
+    return plan_cdf(lo, hi, eps, bins, names=names, branching=br, relation=relation, ram=ram, runtime=runtime)
 
 
 def combine(cfgs):
@@ -91,11 +99,16 @@ def combine_files(paths, output):
         _routes(cfg, mechs)
     except (ConfigError, KeyError) as e:
         raise InputError("combined config is invalid: %s" % e)
+    # exact, from the tables just built; the runtime overhead of a combined
+    # device is not measured, so there is no --ram check here
+    cfg["plan"]["counter_bytes"] = sum(m.counter_bytes() for m in mechs)
     _write_json(output, cfg)
     names = []
     for m in cfg["mechanisms"]:
         names.append("%s(%s)" % (m["kind"], ",".join(m.get("names") or [])))
-    return "wrote %s: %s; epsilon %s" % (output, " + ".join(names), cfg["plan"]["epsilon"])
+    return ("wrote %s: %s; epsilon %s; counters %d B in all, plus the runtime's overhead (not measured for "
+            "combined configs: no RAM check)" % (output, " + ".join(names), cfg["plan"]["epsilon"],
+                                                  cfg["plan"]["counter_bytes"]))
 
 
 def assemble_line(summary, output):
