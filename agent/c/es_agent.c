@@ -8,6 +8,20 @@
 
 #define FORMAT 1
 
+int es_mech_init(es_mech_t *m, size_t state_size, const es_mech_ops_t *ops, uint8_t factor,
+                 void *mem, size_t size, size_t need)
+{
+    if (!need || (factor != 1 && factor != 2))
+        return ES_E_CONFIG;
+    if (!mem || size < need || ((uintptr_t)mem & 3))
+        return ES_E_MEMORY;
+    memset(m, 0, state_size);
+    memset(mem, 0, need);
+    m->ops = ops;
+    m->factor = factor;
+    return ES_OK;
+}
+
 int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
                   uint32_t epoch, uint32_t seq, const uint8_t *key_bytes, size_t key_len,

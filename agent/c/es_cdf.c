@@ -5,8 +5,6 @@
  * cover padding only are not stored (they are zero on every stream). Counters
  * are laid out as the frame carries them: channel, level 1..m, left to right.
  * A reading adds 1 to one node per level in each channel. */
-#include <string.h>
-
 #include "es_core.h"
 
 #define MAX_LEAVES (1UL << 29)
@@ -50,18 +48,12 @@ static const es_mech_ops_t cdf_ops = {draw_noise, encode};
 
 int es_cdf_init(es_cdf_t *m, const es_cdf_cfg_t *c, uint8_t factor, void *mem, size_t size)
 {
-    size_t need = es_cdf_mem_size(c);
-    if (!need || (factor != 1 && factor != 2))
-        return ES_E_CONFIG;
-    if (!mem || size < need || ((uintptr_t)mem & 3))
-        return ES_E_MEMORY;
-    memset(m, 0, sizeof *m);
-    memset(mem, 0, need);
+    int st = es_mech_init(&m->base, sizeof *m, &cdf_ops, factor, mem, size, es_cdf_mem_size(c));
+    if (st != ES_OK)
+        return st;
     m->cfg = c;
     m->nodes = (int32_t *)mem;
     m->per = per_channel(c);
-    m->base.ops = &cdf_ops;
-    m->base.factor = factor;
     return ES_OK;
 }
 
@@ -170,7 +162,9 @@ static void encode(const es_mech_t *base, es_enc_t *e)
     es_enc_key(e, "bins");
     es_enc_uint(e, c->K);
     es_enc_key(e, "branching");
-    es_enc_u32_array(e, c->branching, c->m);
+    es_enc_array(e, c->m);
+    for (i = 0; i < c->m; i++)
+        es_enc_uint(e, c->branching[i]);
     es_enc_key(e, "budget");
     es_enc_array(e, 2);
     es_enc_uint(e, total);
@@ -182,9 +176,7 @@ static void encode(const es_mech_t *base, es_enc_t *e)
     es_enc_key(e, "lo");
     es_enc_f64_array(e, c->lo_bits, c->d);
     es_enc_key(e, "names");
-    es_enc_array(e, c->d);
-    for (i = 0; i < c->d; i++)
-        es_enc_key(e, c->names[i]);
+    es_enc_strs(e, c->names, c->d);
     es_enc_key(e, "nodes");
     es_enc_i32_le(e, m->nodes, (size_t)m->per * c->d);
     es_enc_key(e, "q");

@@ -110,9 +110,9 @@ void es_enc_bin32_head(es_enc_t *e, uint32_t n);
 void es_enc_i32_le(es_enc_t *e, const int32_t *v, size_t n);  /* packed items */
 void es_enc_u16_le(es_enc_t *e, const uint16_t *v, size_t n);
 void es_enc_key(es_enc_t *e, const char *s);                   /* a NUL-terminated str */
+void es_enc_strs(es_enc_t *e, const char *const *s, uint32_t n); /* an array of them */
 void es_enc_f64_array(es_enc_t *e, const uint64_t *bits, uint32_t n); /* bounds, as IEEE bits */
 void es_enc_u64_array(es_enc_t *e, const uint64_t *v, uint32_t n);
-void es_enc_u32_array(es_enc_t *e, const uint32_t *v, uint32_t n);
 
 /* ---- every mechanism state starts with this header -------------------- */
 /* The agent reaches a state only through it: noise at construction, the map
@@ -129,6 +129,12 @@ struct es_mech {
     uint8_t factor;  /* noise scale factor: 1 add-remove, 2 replace */
     uint8_t sealed;  /* set at release: updates then return ES_E_SEALED */
 };
+
+/* The common part of every es_<kind>_init (es_agent.c): factor 1 or 2, caller
+ * memory of at least need > 0 bytes, 4-byte aligned; zeroes the state (state_size
+ * bytes) and need bytes of mem, and sets the header. */
+int es_mech_init(es_mech_t *m, size_t state_size, const es_mech_ops_t *ops, uint8_t factor,
+                 void *mem, size_t size, size_t need);
 
 /* counters hold |noise| < 2**29 plus at most one unit per reading */
 #define ES_MAX_ITEMS ((uint32_t)0x7FFFFFFF - (uint32_t)ES_NOISE_LIMIT)

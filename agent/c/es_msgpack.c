@@ -178,6 +178,14 @@ void es_enc_key(es_enc_t *e, const char *s)
     es_enc_str(e, (const uint8_t *)s, strlen(s));
 }
 
+void es_enc_strs(es_enc_t *e, const char *const *s, uint32_t n)
+{
+    uint32_t i;
+    es_enc_array(e, n);
+    for (i = 0; i < n; i++)
+        es_enc_key(e, s[i]);
+}
+
 void es_enc_f64_array(es_enc_t *e, const uint64_t *bits, uint32_t n)
 {
     uint32_t i;
@@ -187,14 +195,6 @@ void es_enc_f64_array(es_enc_t *e, const uint64_t *bits, uint32_t n)
 }
 
 void es_enc_u64_array(es_enc_t *e, const uint64_t *v, uint32_t n)
-{
-    uint32_t i;
-    es_enc_array(e, n);
-    for (i = 0; i < n; i++)
-        es_enc_uint(e, v[i]);
-}
-
-void es_enc_u32_array(es_enc_t *e, const uint32_t *v, uint32_t n)
 {
     uint32_t i;
     es_enc_array(e, n);

@@ -65,13 +65,10 @@ int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *c, uint8_t factor, voi
 {
     uint32_t n[3];
     unsigned i;
-    size_t need = es_privhp_mem_size(c);
-    if (!need || (factor != 1 && factor != 2))
-        return ES_E_CONFIG;
-    if (!mem || size < need || ((uintptr_t)mem & 3))
-        return ES_E_MEMORY;
+    int st = es_mech_init(&m->base, sizeof *m, &privhp_ops, factor, mem, size, es_privhp_mem_size(c));
+    if (st != ES_OK)
+        return st;
     sizes(c, n);
-    memset(m, 0, sizeof *m);
     m->cfg = c;
     m->L = (uint8_t)level_l(c);
     m->per = c->sketch == ES_CS ? 8 : 4;
@@ -80,10 +77,7 @@ int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *c, uint8_t factor, voi
     m->tree = (int32_t *)mem;
     m->sketch = m->tree + n[0];
     m->hash = (uint16_t *)(m->sketch + n[1]);
-    memset(mem, 0, 4 * (size_t)(n[0] + n[1]));
     es_derive_params(c->hash_seed, c->hash_seed_len, m->hash, n[2]);
-    m->base.ops = &privhp_ops;
-    m->base.factor = factor;
     return ES_OK;
 }
 
@@ -199,9 +193,7 @@ static void encode(const es_mech_t *base, es_enc_t *e)
     es_enc_key(e, "lo");
     es_enc_f64_array(e, c->lo_bits, c->d);
     es_enc_key(e, "names");
-    es_enc_array(e, c->d);
-    for (i = 0; i < c->d; i++)
-        es_enc_key(e, c->names[i]);
+    es_enc_strs(e, c->names, c->d);
     es_enc_key(e, "q");
     es_enc_uint(e, c->q);
     es_enc_key(e, "r");

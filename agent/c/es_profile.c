@@ -4,8 +4,6 @@
  * holds min(h + Z, cap), never clipped from below. With a sample, an id of the
  * universe [0, 2**bits) is first mapped by a keyed 4-round Feistel permutation
  * (a public, data-independent sample: the keys travel in the frame). */
-#include <string.h>
-
 #include "es_core.h"
 
 #define MAX_ID_END (1UL << 29)
@@ -34,19 +32,13 @@ static const es_mech_ops_t profile_ops = {draw_noise, encode};
 int es_profile_init(es_profile_t *m, const es_profile_cfg_t *c, uint8_t factor, void *mem,
                     size_t size)
 {
-    size_t need = es_profile_mem_size(c);
-    if (!need || (factor != 1 && factor != 2))
-        return ES_E_CONFIG;
-    if (!mem || size < need || ((uintptr_t)mem & 3))
-        return ES_E_MEMORY;
-    memset(m, 0, sizeof *m);
-    memset(mem, 0, need);
+    int st = es_mech_init(&m->base, sizeof *m, &profile_ops, factor, mem, size, es_profile_mem_size(c));
+    if (st != ES_OK)
+        return st;
     m->cfg = c;
     m->ctr = (int32_t *)mem;
     if (c->bits)
         es_derive_params(c->seed, c->seed_len, m->keys, 8);
-    m->base.ops = &profile_ops;
-    m->base.factor = factor;
     return ES_OK;
 }
 
@@ -124,8 +116,7 @@ static void encode(const es_mech_t *base, es_enc_t *e)
     es_enc_key(e, "lo");
     es_enc_uint(e, c->lo);
     es_enc_key(e, "names");
-    es_enc_array(e, 1);
-    es_enc_key(e, c->names[0]);
+    es_enc_strs(e, c->names, 1);
     es_enc_key(e, "p");
     es_enc_uint(e, c->p);
     es_enc_key(e, "q");
