@@ -19,6 +19,7 @@ is the Python agent plus the vectorised ingestion of host_tools/sketch_ingest.py
 with a visible warning: same bytes, slower. ``includedir()`` gives firmware
 builds the C headers and sources.
 """
+import numbers
 import os
 import struct
 import warnings
@@ -73,7 +74,8 @@ def _f64_bits(v):
 
 
 def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An integer (Python or numpy), not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
 
 
 class _Fields:
@@ -248,30 +250,28 @@ class _Mech:
         self._i32 = getattr(lib, "es_%s_update_i32" % self.kind)
         self._f64 = getattr(lib, "es_%s_update_f64" % self.kind, None)
 
-    def update(self, values):
-        """One reading's values for this mechanism (its channel order)."""
-        if self.kind == "profile":
-            v = values[0]
-            if not _is_int(v):
-                raise ValueError("profile ids must be integers, got %r" % (v,))
-            _check(self._i32(self.state, ffi.new("int32_t[1]", [min(max(v, INT32_MIN), INT32_MAX)]), 1),
-                   "update")
-        elif self.int_path and all(_is_int(v) for v in values):
-            buf = ffi.new("int32_t[]", [min(max(v, INT32_MIN), INT32_MAX) for v in values])
-            _check(self._i32(self.state, buf, 1), "update")
-        else:  # ints beyond 2**53 round but stay outside the box: same cell
-            _check(self._f64(self.state, ffi.new("double[]", [float(v) for v in values]), 1), "update")
+    def reading(self, values):
+        """(update function, C buffer) for one reading's values (its channel
+        order); ValueError before anything is counted if it cannot take them."""
+        if self.kind == "profile" or (self.int_path and all(_is_int(v) for v in values)):
+            if not _is_int(values[0]):
+                raise ValueError("profile ids must be integers, got %r" % (values[0],))
+            return self._i32, ffi.new("int32_t[]", [min(max(int(v), INT32_MIN), INT32_MAX) for v in values])
+        # ints beyond 2**53 round but stay outside the box: same cell
+        return self._f64, ffi.new("double[]", [float(v) for v in values])
 
-    def update_rows(self, data):
-        """Every row of ``data`` (n, d): one C call."""
+    def rows(self, data):
+        """(update function, C buffer, n) for every row of ``data`` (n, d);
+        ValueError before anything is counted if it cannot take them."""
         kind, x = core_readings(data, self.int_path)
         if kind == "i32":
-            st = self._i32(self.state, ffi.from_buffer("int32_t[]", x), len(x))
-        elif self.kind == "profile":
+            return self._i32, ffi.from_buffer("int32_t[]", x), len(x)
+        if self.kind == "profile":
             raise ValueError("profile ids must be integers")
-        else:
-            st = self._f64(self.state, ffi.from_buffer("double[]", x), len(x))
-        _check(st, "update")
+        return self._f64, ffi.from_buffer("double[]", x), len(x)
+
+    def count(self, fn, buf, n):
+        _check(fn(self.state, buf, n), "update")
 
 
 class NativeAgent:
@@ -322,8 +322,9 @@ class NativeAgent:
         """Count one reading (a sequence of the config's input values)."""
         if self.sealed:  # before any mechanism counts: a sealed device changes nothing
             raise SealedError("state was released; start a new epoch with fresh noise")
-        for m in self.mechs:
-            m.update([x[c] for c in m.cols])
+        calls = [m.reading([x[c] for c in m.cols]) for m in self.mechs]  # all converted before any counts
+        for m, (fn, buf) in zip(self.mechs, calls):
+            m.count(fn, buf, 1)
 
     def update_rows(self, data):
         """Count every row of ``data`` (n, inputs): one C call per mechanism,
@@ -334,8 +335,9 @@ class NativeAgent:
             raise ValueError("expected an (n, %d) array of readings" % self.inputs)
         if self.sealed:
             raise SealedError("state was released; start a new epoch with fresh noise")
-        for m in self.mechs:
-            m.update_rows(data if m.cols == list(range(data.shape[1])) else data[:, m.cols])
+        calls = [m.rows(data if m.cols == list(range(data.shape[1])) else data[:, m.cols]) for m in self.mechs]
+        for m, call in zip(self.mechs, calls):  # every block converted first: a bad one counts nowhere
+            m.count(*call)
 
     def release(self):
         """Seal the state and return the frame bytes (repeatable, identical)."""

@@ -217,6 +217,28 @@ def test_profile_ids_must_be_integers():
     a.update((2 ** 40,))          # an int outside int32 (and the domain): ignored, as in Python
     empty = native.NativeAgent(cfg, seed=b"x").release()
     assert a.release() == empty
+    b, py = native.NativeAgent(cfg, seed=b"x"), agent.Agent(cfg, seed=b"x")
+    for v in (np.int64(3), 3, np.int32(9)):  # numpy integers are ids, as for the Python agent
+        b.update((v,))
+        py.update((v,))
+    assert b.release() == bytes(py.release())
+
+
+def test_a_refused_block_counts_nowhere():
+    """A block one mechanism cannot take (non-integral ids) is refused before
+    any mechanism counts it, so the state stays what it was."""
+    name, cfg, data, seed, key = next(c for c in CASES if c[0] == "combo-int")
+    cfg = with_names(cfg, ["c0", "c1"])
+    a, b = native.NativeAgent(cfg, seed=seed), native.NativeAgent(cfg, seed=seed)
+    bad = data[:50].copy()
+    bad[7, 1] = 2.5   # the profile's id column
+    with pytest.raises(ValueError, match="integers"):
+        a.update_rows(bad)
+    with pytest.raises(ValueError, match="integers"):
+        a.update(tuple(bad[7]))
+    a.update_rows(data[:50])
+    b.update_rows(data[:50])
+    assert a.release() == b.release()
 
 
 def test_several_mechanisms_seal_together():
