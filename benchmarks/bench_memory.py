@@ -1,19 +1,17 @@
 """MicroPython memory and throughput of the agent, beside CPython, in one run.
 
-For planned configs (32, 64, 256 KiB; count-min and count sketch):
-counter bytes, the smallest heap the agent runs in on the MicroPython unix port
-(raw 64-bit bytes, and the CLI's 32-bit-equivalent -X heapsize=Nw units), the
-32-bit MCU estimate (counters + half of everything else) and the overhead the
-planner charges. Then readings per second of the 16-level, j = 2 config on
-CPython, MicroPython bytecode and MicroPython with the update compiled native.
-
-``--part sketches``: the CDF and profile mechanisms. Over a grid of configs
-(CDF: 1..16 channels, 1..12 levels, integer and float bounds; profile: dense
-and sampled, 16 to 262,144 ids) the GC pool beyond the counters a 32-bit port
-needs (host_tools.plan.mp_pool_beyond_counters) against what the planner
-charges (plan.sketch_heap_need), and the base charge the grid calls for; then
-configs planned for 24..128 KiB: the 32-bit heap estimate and whether each
-runs in its --ram (-X heapsize=Nw).
+For every mechanism, over a grid of configs (PrivHP: 1..4 channels, count-min
+and count sketch, 1..3 rows, 11..53 counter arrays; CDF: 1..16 channels,
+1..12 levels, integer and float bounds; profile: dense and sampled, 16 to
+262,144 ids): the GC pool beyond the counters a 32-bit port needs
+(host_tools.plan.mp_pool_beyond_counters, from the smallest heap the agent
+runs in on the 64-bit unix port, loading the .mpy bundle) against what the
+planner charges (plan.heap_need: a base plus SHAPE_BYTES per channel and per
+counter array), and the base each grid calls for. Then configs planned for
+24..256 KiB: the 32-bit heap estimate and whether each runs in its --ram
+(-X heapsize=Nw). Then readings per second of the 16-level, j = 2 PrivHP
+config on CPython, MicroPython bytecode and MicroPython with the update
+compiled native.
 
     python benchmarks/bench_memory.py [--quick] [--part all|privhp|sketches] [--no-record]
 """
@@ -32,8 +30,8 @@ from benchmarks.common import results_append  # noqa: E402
 from host_tools import mp_runtime  # noqa: E402
 from host_tools.bundle import build  # noqa: E402
 from host_tools.cdf_plan import plan_cdf  # noqa: E402
-from host_tools.plan import (CDF_ARRAY_BYTES, CDF_CHANNEL_BYTES, RUNTIME_OVERHEAD, counter_bytes,  # noqa: E402
-                             mcu_heap, mp_pool_beyond_counters, plan_privhp)
+from host_tools.plan import (RUNTIME_OVERHEAD, SHAPE_BYTES, counter_bytes, mcu_heap,  # noqa: E402
+                             mp_pool_beyond_counters, plan_privhp, privhp_arrays)
 from host_tools.profile_plan import plan_profile  # noqa: E402
 
 THROUGHPUT = '''
@@ -53,26 +51,35 @@ print(best)
 '''
 
 
-def heap_rows(quick):
-    rows = []
-    rams = [32, 64] if quick else [32, 64, 256]
-    data = [(i * 37 % 4096, i * 101 % 4096) for i in range(200)]
-    for ram in rams:
-        for sketch in ("cms", "cs"):
-            try:
-                cfg = plan_privhp([0, 0], [4096, 4096], Fraction(1), ram * 1024, sketch=sketch, hash_seed="bench")
-            except Exception as e:  # a budget below the overhead
-                rows.append("| %d KiB | %s | - | - | - | - | - | %s |" % (ram, sketch, e))
-                continue
-            m = cfg["mechanisms"][0]
-            c = counter_bytes(m["r"], m["k"], m["w"], m["j"], sketch)
-            need32, raw = mp_runtime.heap_need_32bit(cfg, data, c)
-            wk = mp_runtime.min_heap(cfg, data)
-            fits = mp_runtime._run(cfg, data, ram * 1024, b"bench-seed-00000")[0] == "ok"
-            rows.append("| %d KiB | %s | k=%d w=%d j=%d | %d | %d | %d | %d (%d) | %s |"
-                        % (ram, sketch, m["k"], m["w"], m["j"], c, raw, wk, need32, need32 - c,
-                           "yes" if fits else "NO"))
-    return rows
+def privhp_grid(quick):
+    """(label, config, readings, shape charge in pool bytes) of the measured PrivHP grid."""
+    from tests.conftest import privhp_config
+    grid = [(2, 16, 128, 16, 1, "cms"), (2, 16, 64, 256, 2, "cms"), (2, 16, 2, 16, 2, "cms"),
+            (2, 16, 16, 64, 3, "cs"), (2, 16, 256, 512, 3, "cs")]
+    if not quick:
+        grid += [(2, 16, 2048, 256, 1, "cms"), (1, 10, 8, 64, 1, "cms"), (3, 18, 64, 128, 2, "cms"),
+                 (2, 16, 4, 16, 3, "cs"), (4, 20, 16, 32, 3, "cs"), (2, 16, 2048, 256, 1, "cs")]
+    out = []
+    for d, r, k, w, j, sk in grid:
+        cfg = privhp_config(d=d, r=r, k=k, w=w, j=j, sketch=sk, lo=[0] * d, hi=[4096] * d)
+        cfg["plan"] = {"counter_bytes": counter_bytes(r, k, w, j, sk)}
+        data = [tuple((i * 37 * (c + 1)) % 4096 for c in range(d)) for i in range(200)]
+        per_channel, per_array = SHAPE_BYTES[sk]
+        out.append(("privhp d=%d r=%d k=%d w=%d j=%d %s" % (d, r, k, w, j, sk), cfg, data,
+                    per_channel * d + per_array * privhp_arrays(r, k, j)))
+    return out
+
+
+def privhp_planned(ram):
+    """(label, config) planned for ``ram`` KiB."""
+    out = []
+    for sketch in ("cms", "cs"):
+        try:
+            out.append((sketch, plan_privhp([0, 0], [4096, 4096], Fraction(1), ram * 1024, sketch=sketch,
+                                            hash_seed="bench")))
+        except Exception as e:  # a budget below the charge
+            out.append((sketch, str(e)))
+    return out
 
 
 def throughput(quick):
@@ -132,7 +139,7 @@ def sketch_grid(quick):
                     K *= n
                 cfg = plan_cdf(lo, hi, Fraction(1), K, branching=br)
                 out.append(("cdf d=%d %s %s" % (d, "x".join(map(str, br)), kind.__name__), cfg, _cdf_rows(lo, 200),
-                            CDF_CHANNEL_BYTES * d + CDF_ARRAY_BYTES * d * len(br)))
+                            SHAPE_BYTES["cdf"][0] * d + SHAPE_BYTES["cdf"][1] * d * len(br)))
     sizes = (16, 16384) if quick else (16, 1024, 16384, 65536, 262144)
     for n in sizes:
         out.append(("profile dense %d ids" % n, plan_profile(0, n, 50, Fraction(1)), None, 0))
@@ -142,42 +149,67 @@ def sketch_grid(quick):
     return [(lb, cfg, rows or _profile_rows(cfg, 200), shape) for lb, cfg, rows, shape in out]
 
 
-def sketch_rows(quick):
-    """Markdown lines: the measured grid against the charge, then planned configs in their --ram."""
+def sketch_planned(ram):
+    """(label, config) of CDF and profile configs planned for ``ram`` KiB."""
+    return [("cdf, 1 float channel", plan_cdf([0.0], [1000.0], Fraction(1), None, ram=ram * 1024)),
+            ("cdf, 4 integer channels", plan_cdf([0] * 4, [65535] * 4, Fraction(1), None, ram=ram * 1024)),
+            ("profile, sampled 2**20", plan_profile(None, None, 50, Fraction(1), sample_bits=20,
+                                                    sample_seed="bench", ram=ram * 1024))]
+
+
+def _readings(cfg):
+    m = cfg["mechanisms"][0]
+    if m["kind"] == "profile":
+        return _profile_rows(cfg, 200)
+    if m["kind"] == "cdf":
+        return _cdf_rows(m["lo"], 200)
+    return [((i * 37) % 4096, (i * 101) % 4096) for i in range(200)]
+
+
+def _chosen(m):
+    if m["kind"] == "cdf":
+        return "K=%d tree %s" % (m["bins"], "x".join(map(str, m["branching"])))
+    if m["kind"] == "profile":
+        return "[0, %d)" % m["hi"]
+    return "k=%d w=%d j=%d" % (m["k"], m["w"], m["j"])
+
+
+def charge_rows(grid, planned, rams):
+    """Markdown lines: the measured ``grid`` against the charge, the base it
+    calls for per kind, then the configs ``planned(ram)`` in their --ram."""
     rows = ["| config | counter B | min heap, raw 64-bit B | 32-bit pool beyond counters B | charged: base + shape "
             "B | covered |", "|---|---|---|---|---|---|"]
-    need_base = {"cdf": 0, "profile": 0}
-    for label, cfg, data, shape in sketch_grid(quick):
-        kind = cfg["mechanisms"][0]["kind"]
+    need_base = {}
+    for label, cfg, data, shape in grid:
+        m = cfg["mechanisms"][0]
+        kind = m.get("sketch", m["kind"])
         c = cfg["plan"]["counter_bytes"]
         raw = mp_runtime.min_heap(cfg, data, words=False)
         beyond = mp_pool_beyond_counters(raw, c)
         base = RUNTIME_OVERHEAD["micropython"][kind]
-        need_base[kind] = max(need_base[kind], beyond - shape)
+        need_base[kind] = max(need_base.get(kind, 0), beyond - shape)
         rows.append("| %s | %d | %d | %d | %d + %d | %s |" % (label, c, raw, beyond, base, shape,
                                                               "yes" if base + shape >= beyond else "NO"))
-    rows += ["", "Base the grid calls for (largest measured minus the shape terms, CDF_CHANNEL_BYTES = %d per "
-             "channel, CDF_ARRAY_BYTES = %d per counter array), rounded up to 1 KiB: %s; charged: %s." % (
-                 CDF_CHANNEL_BYTES, CDF_ARRAY_BYTES,
+    rows += ["", "Base the grid calls for (largest measured minus the shape terms, SHAPE_BYTES = %s per channel "
+             "and per counter array), rounded up to 1 KiB: %s; charged: %s." % (
+                 json.dumps({k: SHAPE_BYTES[k] for k in need_base}),
                  json.dumps({k: -(-v // 1024) * 1024 for k, v in need_base.items()}),
                  json.dumps({k: RUNTIME_OVERHEAD["micropython"][k] for k in need_base})), "",
              "| plan --ram | mechanism | chosen | counter B | planned peak B | 32-bit heap estimate B | "
              "runs in its --ram |", "|---|---|---|---|---|---|---|"]
-    for ram in ((32,) if quick else (24, 32, 64, 128)):
-        planned = [("cdf, 1 float channel", plan_cdf([0.0], [1000.0], Fraction(1), None, ram=ram * 1024)),
-                   ("cdf, 4 integer channels", plan_cdf([0] * 4, [65535] * 4, Fraction(1), None, ram=ram * 1024)),
-                   ("profile, sampled 2**20", plan_profile(None, None, 50, Fraction(1), sample_bits=20,
-                                                           sample_seed="bench", ram=ram * 1024))]
-        for label, cfg in planned:
-            m, p = cfg["mechanisms"][0], cfg["plan"]
-            data = _cdf_rows(m["lo"], 200) if m["kind"] == "cdf" else _profile_rows(cfg, 200)
+    for ram in rams:
+        for label, cfg in planned(ram):
+            if isinstance(cfg, str):  # refused by the planner
+                rows.append("| %d KiB | %s | - | - | - | - | %s |" % (ram, label, cfg))
+                continue
+            p = cfg["plan"]
+            data = _readings(cfg)
             c = p["counter_bytes"]
             est = mcu_heap(c + mp_pool_beyond_counters(mp_runtime.min_heap(cfg, data, words=False), c))
             fits = mp_runtime._run(cfg, data, ram * 1024, b"bench-seed-00000")[0] == "ok"
-            chosen = ("K=%d tree %s" % (m["bins"], "x".join(map(str, m["branching"]))) if m["kind"] == "cdf"
-                      else "[0, %d)" % m["hi"])
             rows.append("| %d KiB | %s | %s | %d | %d | %d | %s |" % (
-                ram, label, chosen, c, p["expected_peak_bytes"], est, "yes" if fits and est <= ram * 1024 else "NO"))
+                ram, label, _chosen(cfg["mechanisms"][0]), c, p["expected_peak_bytes"], est,
+                "yes" if fits and est <= ram * 1024 else "NO"))
     return rows
 
 
@@ -193,7 +225,9 @@ def main():
         text += privhp_section(args.quick)
     if args.part in ("all", "sketches"):
         text += ["### CDF and profile: GC pool beyond the counters on a 32-bit port (estimated from the 64-bit "
-                 "unix port) and the planner's charge", ""] + sketch_rows(args.quick) + [""]
+                 "unix port) and the planner's charge", ""]
+        text += charge_rows(sketch_grid(args.quick), sketch_planned, (32,) if args.quick else (24, 32, 64, 128))
+        text += [""]
     section = "\n".join(text)
     print(section)
     if not args.no_record:
@@ -214,17 +248,14 @@ def mp_version():
 
 
 def privhp_section(quick):
-    """The PrivHP heap table and the update throughput (markdown lines)."""
-    heap = heap_rows(quick)
+    """The PrivHP charge table and the update throughput (markdown lines)."""
+    text = ["### PrivHP: GC pool beyond the counters on a 32-bit port (estimated from the 64-bit unix port) and "
+            "the planner's charge", ""]
+    text += charge_rows(privhp_grid(quick), privhp_planned, (32, 64) if quick else (32, 64, 256))
     thr = throughput(quick)
     base = thr["CPython 3 (same code)"]
-    text = ["| plan --ram | sketch | chosen | counter B | min heap, raw 64-bit B | min heap, -X heapsize=Nw B "
-            "| 32-bit MCU estimate B (overhead) | runs in its --ram |",
-            "|---|---|---|---|---|---|---|---|"] + heap + [
-            "", "Planner overhead charged: %s." % json.dumps({k: RUNTIME_OVERHEAD["micropython"][k]
-                                                             for k in ("cms", "cs")}), "",
-            "### Per-reading update, 16 levels, d = 2, k = 64, w = 256, j = 2 (best of repetitions)", "",
-            "| runtime | readings/s | vs CPython |", "|---|---|---|"]
+    text += ["", "### Per-reading update, 16 levels, d = 2, k = 64, w = 256, j = 2 (best of repetitions)", "",
+             "| runtime | readings/s | vs CPython |", "|---|---|---|"]
     for label, v in thr.items():
         text.append("| %s | %.0f | %.2fx |" % (label, v, v / base))
     return text + [""]

@@ -8,16 +8,17 @@ Setting: n = 10**6 readings, eps = 1, d = 2, multifractal B = 0.8 on [0,1)^2
 (one fixed data set). Target: PrivHP within 32 KiB has W1 <= 2 x PMM's W1
 while PMM holds >= 20 x the memory.
 
-The planner charges a per-runtime overhead (host_tools.plan.RUNTIME_OVERHEAD:
-bytecode, objects, interpreter) before counters; the 32 KiB budget therefore
-leaves different room for counters on each device runtime, and the target is
-evaluated for every runtime the planner knows:
+The planner charges each device runtime what it needs beyond the counters
+(host_tools.plan.heap_need: bytecode, objects, interpreter and the GC's tables
+on MicroPython; state and stack on the C core); the 32 KiB budget therefore
+leaves different room for counters on each, and the target is evaluated for
+every runtime the planner knows:
 
 * PrivHP (planner): ``plan_privhp([0,0], [1,1], Fraction(1), 32768, n_max=10**6,
   runtime=RT)``, i.e. the (k, w, j) the planner picks; only its hash seed
   changes per repetition.
 * PrivHP (sweep): count-min configs at the planner's depth r with
-  ``counter_bytes + RUNTIME_OVERHEAD[RT] <= 32768``: j = 1, 2, k = 8 .. 2048 and,
+  ``device_bytes(config, RT) <= 32768``: j = 1, 2, k = 8 .. 2048 and,
   for each (k, j), the three largest widths that fit (a wider sketch at the
   same k, j costs no privacy, so smaller widths are dominated).
 * PMM: PrivHP with k = 2**r (r = 20): 2**21 - 1 noisy counters, 8 MiB.
@@ -58,13 +59,11 @@ TB_DEPTH = 28
 SCALE = 1e3
 
 
-def overheads(sketch="cms"):
-    """{runtime name or None: bytes} from host_tools.plan.RUNTIME_OVERHEAD
-    (a dict per runtime and sketch kind, or a single int in older versions)."""
-    ov = P.RUNTIME_OVERHEAD
-    if isinstance(ov, dict):
-        return {rt: (v[sketch] if isinstance(v, dict) else v) for rt, v in ov.items()}
-    return {None: ov}
+def device_bytes(c, rt, r, sketch="cms"):
+    """The planner's charge (host_tools.plan.heap_need) for PrivHP config
+    ``c`` = (k, w, j) at depth ``r`` on device runtime ``rt``: counters and all."""
+    k, w, j = c
+    return P.heap_need(P.counter_bytes(r, k, w, j, sketch), rt, sketch, D, P.privhp_arrays(r, k, j))
 
 
 def planned(n, rep, runtime, skew=0.5):
@@ -121,11 +120,11 @@ def mean(values):
     return float(np.mean(values))
 
 
-def sweep_configs(r, avail, ks, js, sketch="cms", per_kj=3):
+def sweep_configs(r, rt, ks, js, sketch="cms", per_kj=3):
     out = []
     for j in js:
         for k in ks:
-            ws = [1 << b for b in range(2, 13) if P.counter_bytes(r, k, 1 << b, j, sketch) <= avail]
+            ws = [1 << b for b in range(2, 13) if device_bytes((k, 1 << b, j), rt, r, sketch) <= RAM]
             for w in sorted(ws, reverse=True)[:per_kj]:
                 out.append((k, w, j))
     return out
@@ -151,8 +150,8 @@ def main(argv=None):
 
     x = multifractal(np.random.default_rng(20250), n, D, B)
     R = Runner(x, reps, m_joint)
-    ovs = overheads("cms")
-    r = planned(n, 0, next(iter(ovs)))["mechanisms"][0]["r"]
+    runtimes = list(P.RUNTIME_OVERHEAD)
+    r = planned(n, 0, runtimes[0])["mechanisms"][0]["r"]
 
     def cfg_for(c, rr=None, sketch="cms"):
         k, w, j = c
@@ -168,7 +167,8 @@ def main(argv=None):
 
     # ---- per runtime: planner's pick, sweep, floors -----------------------------------------
     per_rt = {}
-    for rt, ov in ovs.items():
+    for rt in runtimes:
+        ov = P.heap_need(0, rt, "cms", D)   # the charge before any counter array
         avail = RAM - ov
         st = {"ov": ov, "avail": avail}
         per_rt[rt] = st
@@ -178,7 +178,7 @@ def main(argv=None):
         assert pm["r"] == r
         plan_key = (pm["k"], pm["w"], pm["j"])
         t = time.perf_counter()
-        cands = sweep_configs(r, avail, [1 << b for b in range(3, 12)], (1, 2), per_kj=1 if quick else 3)
+        cands = sweep_configs(r, rt, [1 << b for b in range(3, 12)], (1, 2), per_kj=1 if quick else 3)
         if plan_key not in cands:
             cands.append(plan_key)
         sweep = {c: R.run(cfg_for(c), label_of(c, r)) for c in cands}
@@ -220,15 +220,15 @@ def main(argv=None):
         pk, bk = st["plan_key"], st["best"]
         bp, bb = P.counter_bytes(r, *pk), P.counter_bytes(r, *bk)
         rp = row("PrivHP 32 KiB, %s: planner's pick" % name, "k=%d w=%d j=%d" % pk, bp, st["planner"],
-                 bp + st["ov"])
+                 device_bytes(pk, rt, r))
         rb = row("PrivHP 32 KiB, %s: best of sweep" % name, "k=%d w=%d j=%d" % bk, bb, st["top"],
-                 bb + st["ov"])
+                 device_bytes(bk, rt, r))
         if st["best_tb"] != bk:
             c = st["best_tb"]
             nb = P.counter_bytes(r, *c)
             row("PrivHP 32 KiB, %s: best of sweep by TB" % name, "k=%d w=%d j=%d" % c, nb, st["sweep"][c],
-                nb + st["ov"])
-        lines.append("- %s (overhead %d B, counters <= %d B): planner's pick k=%d w=%d j=%d %s; best of %d "
+                device_bytes(c, rt, r))
+        lines.append("- %s (charge %d B before counter arrays, counters < %d B): planner's pick k=%d w=%d j=%d %s; best of %d "
                      "swept configs k=%d w=%d j=%d %s. The planner's pick ranks %d of %d; its W1 is %.2fx "
                      "the best's (marginal), %.2fx (TB). PMM holds %.0fx the planner's counter bytes."
                      % ((name, st["ov"], st["avail"]) + pk + (verdict(rp), len(st["sweep"])) + bk +
@@ -290,19 +290,19 @@ def main(argv=None):
             sweep, ranked, pk, bk = st["sweep"], st["ranked"], st["plan_key"], st["best"]
             erows = []
             for rr in ([r - 6, r - 4, r - 2] if not quick else [r - 4]):
-                for c in sweep_configs(rr, st["avail"], [1 << b for b in range(4, 12)], (1,), per_kj=1):
+                for c in sweep_configs(rr, rt, [1 << b for b in range(4, 12)], (1,), per_kj=1):
                     res = R.run(cfg_for(c, rr=rr), label_of(c, rr))
                     erows.append(["r=%d" % rr, "cms", c[0], c[1], c[2], P.counter_bytes(rr, *c), f(res["w1m"]),
                                   "%.2f" % (mean(res["w1m"]) / mean(pmm["w1m"])), f(res["tb"])])
-            ov_cs = overheads("cs").get(rt, st["ov"])
-            for c in sweep_configs(r, RAM - ov_cs, [1 << b for b in range(4, 12)],
+            ov_cs = P.heap_need(0, rt, "cs", D)
+            for c in sweep_configs(r, rt, [1 << b for b in range(4, 12)],
                                    (1, 3) if not quick else (1,), sketch="cs", per_kj=1):
                 res = R.run(cfg_for(c, sketch="cs"), label_of(c, r, "cs"))
                 erows.append(["r=%d" % r, "cs", c[0], c[1], c[2], P.counter_bytes(r, *c, "cs"), f(res["w1m"]),
                               "%.2f" % (mean(res["w1m"]) / mean(pmm["w1m"])), f(res["tb"])])
             erows.sort(key=lambda e: float(e[6].split()[0]))
-            extra_md.append("#### Extras, runtime %s: other depths, and the count sketch (its own overhead "
-                            "%d B), in the same 32 KiB; largest fitting w per k\n\n%s"
+            extra_md.append("#### Extras, runtime %s: other depths, and the count sketch (its own charge, "
+                            "%d B before counter arrays), in the same 32 KiB; largest fitting w per k\n\n%s"
                             % (rt, ov_cs, C.md_table(["depth", "sketch", "k", "w", "j", "counter bytes",
                                                       "W1 marg x1e3", "/PMM", "TB x1e3"], erows)
                                if erows else "(nothing fits)"))
@@ -357,13 +357,13 @@ def main(argv=None):
         print("extras done (%.0f s)" % (time.perf_counter() - t), flush=True)
 
     elapsed = time.perf_counter() - t0
-    ovtxt = ", ".join("%s %d B" % (rt, ov) for rt, ov in ovs.items())
+    ovtxt = ", ".join("%s %d B" % (rt, st["ov"]) for rt, st in per_rt.items())
     md = ("### 32 KiB target%s: n=%.0e, eps=1, d=2, multifractal B=0.8\n\n"
           "%d repetitions per config (noise seed and hash seed vary; exact agent noise), mean ± 95%% CI; "
           "W1 x 1e-3 in normalised coordinates. W1 marg = exact marginal W1 averaged over channels; "
           "TB = tree-metric upper bound on the joint l-inf W1 (all points); OT = `w1_joint` m=%d. "
           "Configs: `plan_privhp([0,0],[1,1],Fraction(1),32768,n_max=%d, runtime=RT)` and sweeps with "
-          "counter_bytes + RUNTIME_OVERHEAD[RT] <= 32768 (RUNTIME_OVERHEAD for count-min: %s). "
+          "the planner's charge `heap_need` <= 32768 (count-min, before counter arrays: %s). "
           "%d agent runs in %.0f s.\n\n%s\n\n%s\n\n"
           "#### Where the error comes from (W1 x1e3; T_X = resolution only, T_topk = + exact top-k pruning, "
           "no-noise = + count-min collisions, PrivHP = + privacy noise)\n\n%s\n\n%s\n\n%s\n"

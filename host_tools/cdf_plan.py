@@ -21,7 +21,7 @@ epsilon_i proportional to level_use_i**(1/3), the KKT optimum of
 sum_i level_use_i / epsilon_i**2 under sum_i epsilon_i = epsilon.
 
 With a RAM budget (``ram``) the device needs its counters, 4 * d * sum_i
-ceil(K / P_i) bytes, plus the runtime's charge (plan.sketch_heap_need). A
+ceil(K / P_i) bytes, plus the runtime's charge (plan.heap_need). A
 given K that does not fit is refused; without K the planner takes the
 largest K that fits among the 3-smooth numbers 2**a 3**b (choose_bins):
 they factor exactly into branching factors in [2, 64] (no padding), the
@@ -41,7 +41,7 @@ from agent.cdf_build import MAX_BINS, MAX_INT_SPAN
 from host_tools.budget import Q_BITS, split_integer
 from host_tools.cdf_estimate import level_use, plain_error, stored_widths, suffix_products
 from host_tools.errors import InputError
-from host_tools.plan import device_config, ram_notes, require_fit, sketch_heap_need
+from host_tools.plan import device_config, ram_notes, require_fit, heap_need
 
 MAX_FACTOR = 64
 PAD = 1.5
@@ -163,7 +163,7 @@ def cdf_heap_need(d, K, branching, runtime):
     """(counter bytes, device RAM bytes) of d channels of K bins on the tree
     ``branching``: one int32 per stored node, one array per channel and level."""
     counters = 4 * d * sum(stored_widths(K, branching))
-    return counters, sketch_heap_need(counters, runtime, "cdf", channels=d, arrays=d * len(branching))
+    return counters, heap_need(counters, runtime, "cdf", channels=d, arrays=d * len(branching))
 
 
 def span_cap(lo, hi):
@@ -201,7 +201,7 @@ def choose_bins(d, span, ram, runtime):
     if candidates[0] != top:
         candidates.insert(0, top)  # only an integer span can be off the 2**a 3**b grid
     for K in candidates:
-        if sketch_heap_need(4 * d * K, runtime, "cdf", channels=d, arrays=d) > ram:
+        if heap_need(4 * d * K, runtime, "cdf", channels=d, arrays=d) > ram:
             continue
         branching = choose_tree(K)
         if cdf_heap_need(d, K, branching, runtime)[1] <= ram:

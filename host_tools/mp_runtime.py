@@ -112,14 +112,6 @@ def min_heap(cfg, rows, seed=b"min-heap-probe00", step=256, top=64 << 20, words=
     return hi
 
 
-def heap_need_32bit(cfg, rows, counter_bytes):
-    """Estimated heap on a 32-bit MCU: counters plus half the 64-bit build's
-    other bytes (counters are the same bytes on both builds; pointers, object
-    headers and GC blocks are half the size on 32-bit)."""
-    raw = min_heap(cfg, rows, words=False)
-    return counter_bytes + (raw - counter_bytes + 1) // 2, raw
-
-
 def run_micropython(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, progress=None, seq=0):
     """Frame bytes of the agent run under MicroPython with a ``heap``-byte heap
     (32-bit equivalent). A config that does not fit raises InputError saying

@@ -4,9 +4,10 @@ The counters are counted exactly: 4 bytes per int32 counter of the tree
 (2**(L+1) - 1) and of the sketches ((r - L) * j * w), plus 2 bytes per hash
 parameter (4 per sketch row, 8 for a count sketch). On top of that the device
 needs heap for the agent's bytecode (.mpy), its objects, the config and the
-interpreter's own baseline: RUNTIME_OVERHEAD, measured on the MicroPython unix
-port by benchmarks/bench_memory.py (docs/deployment.md) and converted to a
-32-bit MCU (counters are the same bytes there, everything else half).
+interpreter's own baseline: heap_need, a base and shape terms measured on the
+MicroPython unix port by benchmarks/bench_memory.py (docs/deployment.md) and
+converted to a 32-bit MCU (counters are the same bytes there, everything else
+half), or the C core's measured state and stack.
 
 Among all (k, w, j) that fit, the planner picks the one with the smallest
 predicted W1 (the shape of Theorem 3 of the PrivHP paper, notes/privhp.md 4.3,
@@ -17,7 +18,7 @@ noise term, 10 sqrt(2), overstates it about tenfold in measurements
 planner uses the calibrated constant.
 
 The CDF and profile planners share this module's RAM model for their states
-(sketch_heap_need, ram_notes, require_fit; docs/deployment.md).
+(heap_need, ram_notes, require_fit; docs/deployment.md).
 """
 import math
 import os
@@ -27,24 +28,26 @@ from agent.privhp_build import MAX_DEPTH, MAX_INT_SPAN
 from host_tools.budget import level_weights, privhp_budget
 from host_tools.errors import InputError
 
-# The C core's state and stack budget (agent/c, issue of the native core; a
-# bound, not yet a measurement), for every mechanism.
-C_CORE_OVERHEAD = 1024
+# The C core beyond the counters, for every mechanism: es_agent_t (208 B), the
+# largest mechanism state (es_privhp_t, 56 B), the DRBG of construction (136 B)
+# and the worst stack chain (es_agent_init, 1032 B on Cortex-M4), measured by
+# `edgesynth firmware build` (docs/native.md; tests/test_firmware.py checks it).
+C_CORE_OVERHEAD = 1536
 # RAM beyond the counters on a 32-bit MCU, per device runtime and mechanism
-# (PrivHP: per sketch kind). micropython: the largest measured over
-# benchmarks/bench_memory.py's configs, rounded up to 1 KiB. For "cdf" and
-# "profile" it is the base of sketch_heap_need (GC pool bytes; see there).
+# (PrivHP: per sketch kind). micropython: the base of heap_need, in GC pool
+# bytes: the largest remainder over benchmarks/bench_memory.py's grids after
+# the shape terms, rounded up to 1 KiB (measured with the .mpy bundle).
 RUNTIME_OVERHEAD = {
-    "micropython": {"cms": 30 * 1024, "cs": 33 * 1024, "cdf": 20 * 1024, "profile": 20 * 1024},
+    "micropython": {"cms": 20 * 1024, "cs": 21 * 1024, "cdf": 20 * 1024, "profile": 20 * 1024},
     "c": {"cms": C_CORE_OVERHEAD, "cs": C_CORE_OVERHEAD, "cdf": C_CORE_OVERHEAD, "profile": C_CORE_OVERHEAD},
 }
-# MicroPython heap that grows with a CDF's shape, in 32-bit pool bytes: per
-# channel (its bounds, name, tuples and the reading's own objects) and per
-# stored counter array (one per channel and level: array object, its (row, P)
-# tuple). A linear upper fit, in multiples of 32 B, of bench_memory.py --part
-# sketches' grid; the "cdf" base above is the grid's largest remainder.
-CDF_CHANNEL_BYTES = 512
-CDF_ARRAY_BYTES = 96
+# MicroPython heap that grows with a state's shape, in 32-bit pool bytes:
+# (per channel, per counter array). A channel brings its bounds, name and the
+# reading's objects; a counter array its array object and the tuple the update
+# unpacks (PrivHP: one per tree level and sketch row, the row's 4 or 8 hash
+# parameters in it; CDF: one per channel and level). Linear upper fits, in
+# multiples of 32 B, of bench_memory.py's grids.
+SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (0, 0)}
 # MicroPython's GC keeps 2 allocation-table bits and 1 finaliser bit per
 # 16-byte block of a 32-bit port's heap (32-byte blocks on the 64-bit unix
 # port): the heap is 131/128 of the pool it can hand out.
@@ -146,30 +149,31 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
     names = names or ["x%d" % i for i in range(d)]
     if len(names) != d:
         raise InputError("%d names given for %d channels" % (len(names), d))
-    overhead = RUNTIME_OVERHEAD[runtime][sketch]
-    avail = ram - overhead
-    if avail <= 0:
+    overhead = heap_need(0, runtime, sketch, channels=d)
+    if ram <= overhead:
         raise InputError("a %d-byte budget is below the agent's measured runtime overhead of %d bytes "
                          "(bytecode, objects, interpreter); give the agent more RAM" % (ram, overhead))
     r = choose_depth(d, eps, n_max, lo, hi)
     js = [j] if j else ([1, 3] if sketch == "cs" else [1, 2])
+
+    def need(k, w, jj):
+        return heap_need(counter_bytes(r, k, w, jj, sketch), runtime, sketch, d, privhp_arrays(r, k, jj))
     best = None
     for jj in js:
         for kb in range(0, r + 1):
             k = 1 << kb
             widths = [1 << b for b in range(2, 13)] if kb < r else [1]
             for w in widths:
-                size = counter_bytes(r, k, w, jj, sketch)
-                if size > avail:
+                if need(k, w, jj) > ram:
                     continue
                 score = predicted_w1(d, r, k, w, jj, eps, n_max, skew)
                 if best is None or score < best[0]:
-                    best = (score, k, w, jj, size)
+                    best = (score, k, w, jj)
     if best is None:
-        need = counter_bytes(r, 1, 4, js[0], sketch) + overhead
         raise InputError("a %d-byte budget cannot hold a depth-%d PrivHP state; it needs at least %d bytes"
-                         % (ram, r, need))
-    score, k, w, jj, size = best
+                         % (ram, r, need(1, 4, js[0])))
+    score, k, w, jj = best
+    size = counter_bytes(r, k, w, jj, sketch)
     q, sigma, clamp_p = privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split)
     seed = hash_seed or os.urandom(8).hex()
     if not 0 < len(seed) <= 64:
@@ -178,7 +182,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
             "j": jj, "sketch": sketch, "hash_seed": seed, "q": q, "sigma": sigma, "clamp_p": clamp_p}
     L = min(k.bit_length() - 1, r)
     return device_config(eps, relation, mech, {
-        **ram_notes(ram, size, size + overhead, runtime),
+        **ram_notes(ram, size, need(k, w, jj), runtime),
         "tree_levels": L + 1,
         "sketch_levels": r - L,
         "n_max": n_max,
@@ -226,17 +230,25 @@ def mp_pool_beyond_counters(raw, counters):
     return (raw * 256 // 259 - counters + 1) // 2
 
 
-def sketch_heap_need(counters, runtime, kind, channels=0, arrays=0):
-    """Device RAM in bytes for one "cdf" or "profile" state (``kind``) of
-    ``counters`` bytes: what --ram is checked against.
+def heap_need(counters, runtime, kind, channels=0, arrays=0):
+    """Device RAM in bytes for one state of mechanism ``kind`` ("cms", "cs"
+    for PrivHP, "cdf", "profile") of ``counters`` bytes: what --ram is
+    checked against.
 
     c: counters + C_CORE_OVERHEAD. micropython: the GC pool holds the
-    counters, the measured base RUNTIME_OVERHEAD["micropython"][kind] and,
-    for a CDF, CDF_CHANNEL_BYTES per channel and CDF_ARRAY_BYTES per counter
-    array; the heap adds the GC's tables (2.3% of the heap, so of the counters
-    too: a constant charge alone would fall short for large states).
+    counters, the measured base RUNTIME_OVERHEAD["micropython"][kind] and the
+    shape terms (SHAPE_BYTES per channel and per counter array); the heap adds
+    the GC's tables (2.3% of the heap, so of the counters too: a constant
+    charge alone would fall short for large states).
     """
     base = RUNTIME_OVERHEAD[runtime][kind]
     if runtime == "c":
         return counters + base
-    return mcu_heap(counters + base + CDF_CHANNEL_BYTES * channels + CDF_ARRAY_BYTES * arrays)
+    per_channel, per_array = SHAPE_BYTES[kind]
+    return mcu_heap(counters + base + per_channel * channels + per_array * arrays)
+
+
+def privhp_arrays(r, k, j):
+    """Counter arrays of a PrivHP state: one per tree level 0..L, one per sketch row."""
+    L = min(k.bit_length() - 1, r)
+    return L + 1 + (r - L) * j

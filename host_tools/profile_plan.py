@@ -2,7 +2,7 @@
 sketch over dense ids [LO, HI) with per-id cap U, and what to expect of it.
 
 With a RAM budget the device needs hi - lo int32 counters plus the runtime's
-charge (plan.sketch_heap_need). Dense ids fix the counters, so a domain that
+charge (plan.heap_need). Dense ids fix the counters, so a domain that
 does not fit is refused. Hashed ids (``sample_bits``) count a sampled range
 [lo, hi) of their permutation; when it is not given, the planner takes
 [0, n) with the largest n that fits (largest_sample): more counters sample
@@ -13,7 +13,7 @@ import os
 
 from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS, MAX_SAMPLE_BITS
 from host_tools.errors import InputError
-from host_tools.plan import device_config, ram_notes, require_fit, sketch_heap_need
+from host_tools.plan import device_config, ram_notes, require_fit, heap_need
 from host_tools.profile_invert import truncation
 
 DEFAULT_NAME = "id"
@@ -57,7 +57,7 @@ def plan_profile(lo, hi, cap, eps, names=None, relation="add-remove", sample_bit
     if sample_bits is not None and hi > 1 << sample_bits:
         raise InputError("--domain HI (%d) must be at most 2**--sample-bits (%d)" % (hi, 1 << sample_bits))
     d = hi - lo
-    need = sketch_heap_need(4 * d, runtime, "profile")
+    need = heap_need(4 * d, runtime, "profile")
     require_fit(ram, need, 4 * d, runtime, "a profile over %d ids" % d)
     factor = 2 if relation == "replace" else 1
     alpha = math.exp(-float(eps) / factor)
@@ -89,11 +89,11 @@ def largest_sample(sample_bits, ram, runtime):
     lo, hi = 0, min(1 << sample_bits, MAX_IDS)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if sketch_heap_need(4 * mid, runtime, "profile") <= ram:
+        if heap_need(4 * mid, runtime, "profile") <= ram:
             lo = mid
         else:
             hi = mid - 1
     if lo == 0:
         raise InputError("a %d-byte budget cannot hold one profile counter on the %s runtime: it needs %d bytes"
-                         % (ram, runtime, sketch_heap_need(4, runtime, "profile")))
+                         % (ram, runtime, heap_need(4, runtime, "profile")))
     return lo

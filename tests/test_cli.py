@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from host_tools.cli import main
-from host_tools.plan import RUNTIME_OVERHEAD
+from host_tools.plan import heap_need
 
 
 def run(*args):
@@ -85,7 +85,7 @@ def test_malformed_csv_is_one_clear_line(tmp_path, content, needle):
     (["plan", "--bounds", "5:1", "--epsilon", "1", "--ram", "32K", "-o", "x"], "below"),
     (["plan", "--bounds", "0:1", "--epsilon", "-1", "--ram", "32K", "-o", "x"], "epsilon"),
     (["plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "16K", "-o", "x"], "runtime overhead"),
-    (["plan", "--bounds", "0.0:1.0", "--epsilon", "1", "--ram", str(RUNTIME_OVERHEAD["micropython"]["cms"] + 28),
+    (["plan", "--bounds", "0.0:1.0", "--epsilon", "1", "--ram", str(heap_need(0, "micropython", "cms", 1) + 28),
       "-o", "x"], "needs at least"),                          # above the overhead, too small for a tree
     (["plan", "--bounds", "0:1,a:b", "--epsilon", "1", "--ram", "32K", "-o", "x"], "not a number"),
     (["assemble", "missing.msgpack", "-o", "g"], "cannot read"),

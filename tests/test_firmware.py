@@ -117,6 +117,20 @@ def test_firmware_build_report(arm, cpu):
     assert max(st["es_privhp_t"], st["es_cdf_t"], st["es_profile_t"]) < st["es_agent_t"] <= 256
 
 
+@pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m0plus"])
+def test_the_planner_charges_what_the_c_core_needs(arm, cpu):
+    """plan --device-runtime c charges C_CORE_OVERHEAD beyond the counters: it
+    must hold the agent and the largest mechanism state, the construction DRBG
+    and the deepest stack chain as compiled for the CPU."""
+    from host_tools.firmware import build
+    from host_tools.plan import C_CORE_OVERHEAD
+    r = build(cpu)
+    st = r["state"]
+    need = (st["es_agent_t"] + max(st["es_privhp_t"], st["es_cdf_t"], st["es_profile_t"]) + st["es_drbg_t"]
+            + max(r["stack"].values()))
+    assert need <= C_CORE_OVERHEAD < need + 512
+
+
 def test_firmware_cli_json_and_header(arm, tmp_path):
     from click.testing import CliRunner
     from host_tools.cli import main

@@ -13,7 +13,7 @@ import pytest
 
 from host_tools.errors import InputError
 from host_tools.frames import iter_frames
-from host_tools.plan import RUNTIME_OVERHEAD, plan_privhp
+from host_tools.plan import heap_need, plan_privhp
 from host_tools.simulate import simulate
 
 pytestmark = pytest.mark.skipif(shutil.which("micropython") is None,
@@ -31,7 +31,7 @@ def test_plan_runs_in_its_ram(ram, sketch):
 
 
 def test_budget_below_the_overhead_is_refused():
-    with pytest.raises(InputError, match="runtime overhead of %d" % RUNTIME_OVERHEAD["micropython"]["cms"]):
+    with pytest.raises(InputError, match="runtime overhead of %d" % heap_need(0, "micropython", "cms", 2)):
         plan_privhp([0, 0], [4096, 4096], Fraction(1), 16 * 1024)
 
 

@@ -16,7 +16,7 @@ from agent.profile import Profile
 from host_tools.cdf_plan import cdf_heap_need, choose_tree, plan_cdf, smooth_bins, span_cap
 from host_tools.cli import main
 from host_tools.errors import InputError
-from host_tools.plan import RUNTIME_OVERHEAD, mcu_heap, mp_pool_beyond_counters, sketch_heap_need
+from host_tools.plan import RUNTIME_OVERHEAD, mcu_heap, mp_pool_beyond_counters, heap_need
 from host_tools.profile_plan import largest_sample, plan_profile
 
 EPS = Fraction(1)
@@ -97,8 +97,8 @@ def test_cdf_needs_bins_or_ram():
 
 def test_c_runtime_charge_is_the_c_core_constant():
     for counters in (0, 4, 123456):
-        assert sketch_heap_need(counters, "c", "cdf") == counters + RUNTIME_OVERHEAD["c"]["cms"]
-        assert sketch_heap_need(counters, "c", "profile") == counters + RUNTIME_OVERHEAD["c"]["cms"]
+        assert heap_need(counters, "c", "cdf") == counters + RUNTIME_OVERHEAD["c"]["cms"]
+        assert heap_need(counters, "c", "profile") == counters + RUNTIME_OVERHEAD["c"]["cms"]
 
 
 def test_micropython_charge_grows_with_the_gc_tables():
@@ -106,7 +106,7 @@ def test_micropython_charge_grows_with_the_gc_tables():
     them beyond the constant base, a small one hardly."""
     base = RUNTIME_OVERHEAD["micropython"]["profile"]
     big = 1 << 20
-    assert sketch_heap_need(big, "micropython", "profile") - big - base >= big * 3 // 128
+    assert heap_need(big, "micropython", "profile") - big - base >= big * 3 // 128
     assert mcu_heap(base) - base < 500
 
 
@@ -118,8 +118,8 @@ def test_sampled_range_is_the_largest_that_fits(ram, runtime):
     m, p = cfg["mechanisms"][0], cfg["plan"]
     n = m["hi"] - m["lo"]
     assert m["lo"] == 0 and p["ids"] == n and p["counter_bytes"] == 4 * n == _device_counter_bytes(cfg, Profile)
-    assert p["expected_peak_bytes"] == sketch_heap_need(4 * n, runtime, "profile") <= ram
-    assert sketch_heap_need(4 * (n + 1), runtime, "profile") > ram
+    assert p["expected_peak_bytes"] == heap_need(4 * n, runtime, "profile") <= ram
+    assert heap_need(4 * (n + 1), runtime, "profile") > ram
     assert p["sample_fraction"] == n / 2 ** 24 and m["sample"] == {"bits": 24, "seed": "s"}
 
 
