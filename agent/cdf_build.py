@@ -6,7 +6,8 @@ Unloaded on MicroPython once the state is built (firmware_shims/memory.py).
 from array import array
 
 from agent.errors import ConfigError
-from agent.spec import MAX_Q, bounds_field, check_scale, fill_noise, int_field, int_list, names_field
+from agent.spec import (MAX_Q, bounds_field, check_scale, fill_noise, int_field, int_list, known_fields,
+                        names_field)
 
 KIND = "cdf"
 MAX_BINS = 1 << 24
@@ -14,6 +15,7 @@ MAX_LEVELS = 24
 MAX_LEAVES = 1 << 29     # padded leaves K-bar: bin // P stays a small int
 MAX_INT_SPAN = (1 << 28) - 1  # integer bounds: 2 * rem + r < 3 * span < 2**30 in the bin division
 MAX_COUNTERS = 1 << 24
+SPEC_KEYS = ("kind", "names", "lo", "hi", "bins", "branching", "q", "sigma")
 
 
 def setup(m, spec, factor):
@@ -27,6 +29,7 @@ def setup(m, spec, factor):
 def parse(m, spec, factor):
     """Validate ``spec`` and set the public fields of ``m`` (no counters):
     shared with the native runtime, which keeps its counters in C."""
+    known_fields(spec, KIND, SPEC_KEYS)
     lo, hi, span = bounds_field(spec, KIND, MAX_INT_SPAN)
     d = len(lo)
     m.names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])

@@ -10,7 +10,8 @@ from array import array
 
 from agent.errors import ConfigError
 from agent.hashing import MAX_WIDTH, PARAMS_PER_HASH, derive_params
-from agent.spec import MAX_Q, MAX_SCALE, bounds_field, draw, fill_noise, int_field, int_list, names_field
+from agent.spec import (MAX_Q, MAX_SCALE, bounds_field, draw, fill_noise, int_field, int_list, known_fields,
+                        names_field)
 
 MAX_DEPTH = 29           # heap ids 2**l + v stay below 2**30
 MAX_INT_SPAN = (1 << 29) - 1  # integer bounds: 2 * remainder stays below 2**30
@@ -50,9 +51,7 @@ SPEC_KEYS = ("kind", "names", "lo", "hi", "r", "k", "w", "j", "sketch", "hash_se
 
 
 def parse(m, spec):
-    for name in spec:
-        if name not in SPEC_KEYS:
-            raise ConfigError("privhp has no field %r (fields: %s)" % (name, ", ".join(SPEC_KEYS)))
+    known_fields(spec, "privhp", SPEC_KEYS)
     lo, hi, span = bounds_field(spec, "privhp", MAX_INT_SPAN)
     d = len(lo)
     names = names_field(spec, "privhp", d, ["x%d" % i for i in range(d)])

@@ -7,13 +7,14 @@ from array import array
 
 from agent.errors import ConfigError
 from agent.hashing import derive_params
-from agent.spec import MAX_Q, check_scale, fill_noise, int_field, names_field
+from agent.spec import MAX_Q, check_scale, fill_noise, int_field, known_fields, names_field
 
 KIND = "profile"
 MAX_IDS = 1 << 24        # counters; the domain itself may sit anywhere below 2**29
 MAX_ID = (1 << 29) - 1
 MAX_CAP = 1 << 24        # cap + noise stays far below 2**30
 MAX_SAMPLE_BITS = 28     # Feistel halves of 14 bits: a * R + b < 2**29
+SPEC_KEYS = ("kind", "names", "lo", "hi", "cap", "p", "q", "sample")
 
 
 def setup(m, spec, factor):
@@ -25,6 +26,7 @@ def setup(m, spec, factor):
 def parse(m, spec, factor):
     """Validate ``spec`` and set the public fields of ``m`` (no counters):
     shared with the native runtime, which keeps its counters in C."""
+    known_fields(spec, KIND, SPEC_KEYS)
     m.names = names_field(spec, KIND, 1, ["id"])
     lo = int_field(spec, KIND, "lo", 0, MAX_ID)
     hi = int_field(spec, KIND, "hi", 1, MAX_ID + 1)
@@ -53,6 +55,7 @@ def _sample(m, sample):
         return
     if not isinstance(sample, dict):
         raise ConfigError("profile.sample must be an object {bits, seed}")
+    known_fields(sample, "profile.sample", ("bits", "seed"))
     bits = int_field(sample, "profile.sample", "bits", 2, MAX_SAMPLE_BITS)
     if bits & 1:
         raise ConfigError("profile.sample.bits must be even (two equal Feistel halves)")

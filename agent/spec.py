@@ -12,6 +12,14 @@ NOISE_LIMIT = 1 << 29
 MAX_CHANNELS = 16
 
 
+def known_fields(spec, kind, keys):
+    """Refuse a key of ``spec`` that is not in ``keys``: a misspelt optional
+    key ("skecth", "sampel") would otherwise silently take its default."""
+    for name in spec:
+        if name not in keys:
+            raise ConfigError("%s has no field %r (fields: %s)" % (kind, name, ", ".join(keys)))
+
+
 def int_field(spec, kind, name, lo, hi):
     """``spec[name]`` as an int in [lo, hi] (bool refused)."""
     v = spec.get(name)

@@ -95,7 +95,8 @@ def test_budgets_add_up_exactly_and_bad_configs_refused():
     assert Fraction(sum(m["sigma"]), m["q"]) == 1
     agent.Agent(cfg, seed=b"x" * 16)
     for change, needle in ((("sigma", [1, 1, 1]), "add up"), (("branching", [10, 10, 9]), "fewer than"),
-                           (("hi", [1 << 29]), r"2\*\*28"), (("bins", 1), "bins")):
+                           (("hi", [1 << 29]), r"2\*\*28"), (("bins", 1), "bins"),
+                           (("nmaes", ["x"]), "no field 'nmaes'")):   # a misspelt optional key
         bad = json.loads(json.dumps(cfg))
         bad["mechanisms"][0][change[0]] = change[1]
         with pytest.raises(agent.ConfigError, match=needle):

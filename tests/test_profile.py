@@ -53,6 +53,16 @@ def test_ids_must_be_integers_and_domain_checked():
     bad["mechanisms"][0]["p"] += 1
     with pytest.raises(agent.ConfigError, match="add up"):
         agent.Agent(bad, seed=b"s" * 16)
+    # a misspelt optional key must not silently fall back to dense ids
+    for where, key in ((None, "sampel"), ("sample", "sead")):
+        bad = cfg_for()
+        spec = bad["mechanisms"][0]
+        if where:
+            spec[where] = {"bits": 20, "seed": "k"}
+            spec = spec[where]
+        spec[key] = {"bits": 20, "seed": "k"} if where is None else "k"
+        with pytest.raises(agent.ConfigError, match="no field '%s'" % key):
+            agent.Agent(bad, seed=b"s" * 16)
 
 
 # ------------------------------------------------------------------- host
