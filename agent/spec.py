@@ -48,8 +48,8 @@ def names_field(spec, kind, n, default):
     if not isinstance(names, list) or len(names) != n:
         raise ConfigError("%s.names must list %d short name(s)" % (kind, n))
     for s in names:
-        if not isinstance(s, str) or not 0 < len(s) <= 64:
-            raise ConfigError("%s.names must list %d short name(s)" % (kind, n))
+        if not isinstance(s, str) or not 0 < len(s) <= 64 or "\x00" in s:  # the C core's names end at NUL
+            raise ConfigError("%s.names must list %d short name(s) without NUL" % (kind, n))
     return names
 
 

@@ -19,6 +19,7 @@ is the Python agent plus the vectorised ingestion of host_tools/sketch_ingest.py
 with a visible warning: same bytes, slower. ``includedir()`` gives firmware
 builds the C headers and sources.
 """
+import math
 import numbers
 import os
 import struct
@@ -191,14 +192,15 @@ def core_params(cfg):
     Returns {"factor", "eps", "inputs" (a reading's column names), "mechs": [{"kind",
     "cols" (reading columns it reads, in its channel order), "d", "int_path"
     (integer readings take its int32 update), "mem_bytes" (es_<kind>_mem_size),
-    "fields": [(C field, C type, value), ...] in the C struct's order}]}.
+    "fields": [(C field, C type, value), ...] in the C struct's order, "bounds":
+    (lo, hi) as the config gives them}]}.
     """
     mechs, factor, eps, inputs, cols = validate(cfg)
     out = []
     for m, c in zip(mechs, cols):
         int_path, mem, fields = PARAMS[m.kind](m)
         out.append({"kind": m.kind, "cols": c, "d": len(c), "int_path": int_path, "mem_bytes": mem,
-                    "fields": fields})
+                    "fields": fields, "bounds": (list(m.lo), list(m.hi)) if m.kind != "profile" else ([], [])})
     return {"factor": factor, "eps": eps, "inputs": inputs, "mechs": out,
             "mem_bytes": sum(p["mem_bytes"] for p in out)}
 
@@ -206,6 +208,21 @@ def core_params(cfg):
 def device_bytes(device_id):
     from agent.device import _device_id
     return _device_id(device_id)
+
+
+def _as_double(v, lo, hi):
+    """Reading ``v`` of a channel bounded by [lo, hi] as the float paths take it.
+
+    The Python agent compares an integer with the bounds exactly and rounds it
+    only in the arithmetic inside the box. Beyond 2**53 rounding could put a
+    reading outside the box onto a bound, so such a reading becomes +-inf;
+    inside the box it is float(v), as in Python's arithmetic."""
+    if _is_int(v) and abs(v) > EXACT_F64:
+        if v > hi:
+            return math.inf
+        if v < lo:
+            return -math.inf
+    return float(v)
 
 
 def core_readings(data, int_path):
@@ -228,6 +245,7 @@ class _Mech:
 
     def __init__(self, p, factor, new):
         self.kind, self.cols, self.d, self.int_path = p["kind"], p["cols"], p["d"], p["int_path"]
+        self.lo, self.hi = p["bounds"]
         cfg = new("es_%s_cfg_t *" % self.kind, None)
         for name, ctype, value in p["fields"]:
             if value is None:
@@ -257,8 +275,7 @@ class _Mech:
             if not _is_int(values[0]):
                 raise ValueError("profile ids must be integers, got %r" % (values[0],))
             return self._i32, ffi.new("int32_t[]", [min(max(int(v), INT32_MIN), INT32_MAX) for v in values])
-        # ints beyond 2**53 round but stay outside the box: same cell
-        return self._f64, ffi.new("double[]", [float(v) for v in values])
+        return self._f64, ffi.new("double[]", [_as_double(v, a, b) for v, a, b in zip(values, self.lo, self.hi)])
 
     def rows(self, data):
         """(update function, C buffer, n) for every row of ``data`` (n, d);
@@ -268,6 +285,9 @@ class _Mech:
             return self._i32, ffi.from_buffer("int32_t[]", x), len(x)
         if self.kind == "profile":
             raise ValueError("profile ids must be integers")
+        if data.dtype.kind in "iu":  # the few integers beyond 2**53: compared exactly (_as_double)
+            for row, col in zip(*np.nonzero((data > EXACT_F64) | (data < -EXACT_F64))):
+                x[row, col] = _as_double(int(data[row, col]), self.lo[col], self.hi[col])
         return self._f64, ffi.from_buffer("double[]", x), len(x)
 
     def count(self, fn, buf, n):

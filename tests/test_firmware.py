@@ -166,3 +166,65 @@ def test_c_unit(tmp_path):
     res = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout
     assert res.stdout.strip().endswith(" passed, 0 failed")
+
+
+def _gcc(tmp_path, header, main_c, *flags):
+    """Compile ``main_c`` with ``header`` as es_config.h and the whole core (host gcc)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("no host gcc")
+    (tmp_path / "es_config.h").write_text(header)
+    (tmp_path / "main.c").write_text(main_c)
+    inc = native.includedir()
+    srcs = [os.path.join(inc, f) for f in sorted(os.listdir(inc)) if f.endswith(".c")]
+    exe = tmp_path / "prog"
+    subprocess.run(["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), "-I", inc]
+                   + list(flags) + [str(tmp_path / "main.c")] + srcs + ["-lm", "-o", str(exe)], check=True)
+    return exe
+
+
+def test_header_comments_cannot_be_escaped(tmp_path):
+    """Column names and the config's file name land in C comments: a line
+    splice, a trigraph or a comment end must not let them into the code."""
+    from host_tools.firmware import config_header
+    cfg = with_names(privhp_config(d=2, r=8, k=4, w=16, j=1, lo=[0, 0], hi=[9, 9]), ["a*\\\n/ + 5 /*", "b??/"])
+    header = config_header(cfg, source="x */ int leaked = 1; /*")
+    exe = _gcc(tmp_path, header, '#include "es_config.h"\ntypedef char two[ES_CFG_INPUTS == 2 ? 1 : -1];\n'
+               "extern int leaked;\nint main(void) { return (int)sizeof(two) - 1; }\n", "-Wl,--unresolved-symbols=ignore-all")
+    assert subprocess.run([str(exe)]).returncode == 0
+    assert "leaked" not in header.replace("x _/ int leaked = 1_ /_", "")
+
+
+def test_double_reading_glue_takes_ids_as_the_python_agent_does(tmp_path):
+    """ES_CFG_DEVICE_F64: an integral id beyond int32 is outside every domain
+    and ignored (as in Python); a non-integral one is refused before any
+    mechanism counts its reading; the frame is the Python agent's."""
+    from host_tools.firmware import config_header
+    from host_tools.simulate import run_cpython
+    cfg = with_names(combine([plan_cdf([0.0], [10.0], Fraction(1, 2), 16, names=["t"]),
+                              plan_profile(0, 50, 3, Fraction(1, 2), names=["id"])]), ["t", "id"])
+    main_c = r'''#include <stdio.h>
+#include "es_core.h"
+#define ES_CFG_DEVICE
+#define ES_CFG_DEVICE_F64
+#include "es_config.h"
+static int put(void *ctx, const uint8_t *p, size_t n) { return fwrite(p, 1, n, (FILE *)ctx) != n; }
+int main(void)
+{
+    static es_agent_t a;
+    es_drbg_t d;
+    const double rows[] = {1.0, 5.0, 2.0, 5e9, 3.0, -1e300, 4.0, 7.0, 5.0, 5.0};
+    const double bad[] = {6.0, 2.5};
+    if (es_dev_init() || es_drbg_seeded(&d, (const uint8_t *)"glue-seed", 9) ||
+        es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+                      (const uint8_t *)"device", 6, 0, 0, NULL, 0, &d))
+        return 1;
+    if (es_dev_update(rows, 5) != ES_OK || es_dev_update(bad, 1) != ES_E_INPUT || es_dev_m0.items != 5)
+        return 2;
+    return es_agent_release(&a, put, stdout) < 0 ? 3 : 0;
+}
+'''
+    exe = _gcc(tmp_path, config_header(cfg), main_c)
+    res = subprocess.run([str(exe)], capture_output=True)
+    assert res.returncode == 0
+    rows = [(1.0, 5), (2.0, 5 * 10 ** 9), (3.0, -10 ** 300), (4.0, 7), (5.0, 5)]
+    assert res.stdout == bytes(run_cpython(cfg, rows, seed=b"glue-seed"))

@@ -224,6 +224,33 @@ def test_profile_ids_must_be_integers():
     assert b.release() == bytes(py.release())
 
 
+def test_names_with_nul_are_refused():
+    """The C core's names end at NUL: a name holding one would give another frame."""
+    cfg = privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10])
+    cfg["mechanisms"][0]["names"] = ["a\x00b"]
+    for make in (agent.Agent, native.NativeAgent):
+        with pytest.raises(ConfigError, match="NUL"):
+            make(cfg, seed=b"x")
+
+
+def test_integers_beyond_2_53_compare_exactly():
+    """A reading of 2**53 + 1 on a box ending at 2**53 is outside it (clamped)
+    for the Python agent; rounding it to a double would put it on the bound."""
+    for lo, hi, big in ((0.0, 2.0 ** 53, [2 ** 53, 2 ** 53 + 1, 10 ** 400, -(10 ** 400), 5]),
+                        (-1e30, 1e30, [2 ** 53 + 1, 2 ** 62 + 3, -(2 ** 60) - 1, 10 ** 40])):  # inside the box
+        cfg = privhp_config(d=1, r=12, k=4, w=16, j=1, lo=[lo], hi=[hi])
+        py, c = agent.Agent(cfg, seed=b"x"), native.NativeAgent(cfg, seed=b"x")
+        for v in big:
+            py.update((v,))
+            c.update((v,))
+        rows = native.NativeAgent(cfg, seed=b"x")
+        rows.update_rows(np.array([[v] for v in big if abs(v) < 2 ** 63], dtype=np.int64))
+        for v in big:
+            if abs(v) >= 2 ** 63:
+                rows.update((v,))
+        assert c.release() == bytes(py.release()) == rows.release()
+
+
 def test_a_refused_block_counts_nowhere():
     """A block one mechanism cannot take (non-integral ids) is refused before
     any mechanism counts it, so the state stays what it was."""

@@ -22,6 +22,21 @@ int es_mech_init(es_mech_t *m, size_t state_size, const es_mech_ops_t *ops, uint
     return ES_OK;
 }
 
+/* The end of es_agent_init: the DRBG is spent (its buffer holds the last draws'
+ * bytes), and after a failure no state may count or be released. */
+static int finish_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, es_drbg_t *rng, int st)
+{
+    unsigned i;
+    es_drbg_retire(rng);
+    if (st != ES_OK) {
+        a->sealed = 1;
+        for (i = 0; mechs && i < n_mechs && i < 8; i++)
+            if (mechs[i])
+                mechs[i]->sealed = 1;
+    }
+    return st;
+}
+
 int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
                   uint32_t epoch, uint32_t seq, const uint8_t *key_bytes, size_t key_len,
@@ -31,10 +46,11 @@ int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8
     memset(a, 0, sizeof *a);
     if (!n_mechs || n_mechs > 8 || (relation != ES_ADD_REMOVE && relation != ES_REPLACE) ||
         !eps_num || !eps_den || !id_len || id_len > 64)
-        return ES_E_CONFIG;
+        return finish_init(a, mechs, n_mechs, rng, ES_E_CONFIG);
     for (i = 0; i < n_mechs; i++)
-        if (!mechs[i]->ops || mechs[i]->factor != relation)
-            return ES_E_CONFIG; /* uninitialised, or noise scale factor != relation (device.py RELATIONS) */
+        if (!mechs[i] || !mechs[i]->ops || mechs[i]->factor != relation)
+            /* uninitialised, or noise scale factor != relation (device.py RELATIONS) */
+            return finish_init(a, mechs, n_mechs, rng, ES_E_CONFIG);
     a->mechs = mechs;
     a->n_mechs = n_mechs;
     a->relation = relation;
@@ -51,9 +67,10 @@ int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8
     for (i = 0; i < n_mechs; i++) {
         int st = mechs[i]->ops->draw_noise(mechs[i], rng);
         if (st != ES_OK)
-            return st;
+            return finish_init(a, mechs, n_mechs, rng, st);
+        mechs[i]->noised = 1;
     }
-    return ES_OK;
+    return finish_init(a, mechs, n_mechs, rng, ES_OK);
 }
 
 static void payload(const es_agent_t *a, es_enc_t *e)
@@ -97,8 +114,14 @@ size_t es_agent_frame_size(const es_agent_t *a)
 long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
 {
     es_enc_t e;
-    size_t size = payload_size(a);
+    size_t size;
     unsigned i;
+    for (i = 0; i < a->n_mechs; i++) /* a state re-initialised since es_agent_init holds raw counts */
+        if (!a->mechs[i]->noised)
+            return ES_E_NOISE;
+    if (!a->n_mechs)
+        return ES_E_NOISE;
+    size = payload_size(a);
     a->sealed = 1;
     for (i = 0; i < a->n_mechs; i++)
         a->mechs[i]->sealed = 1;

@@ -16,11 +16,12 @@ static uint32_t per_channel(const es_cdf_cfg_t *c)
     uint32_t w, per = 0, leaves = 1;
     unsigned i;
     if (!c || c->d < 1 || c->d > ES_MAX_CHANNELS || c->m < 1 || c->m > ES_CDF_MAX_LEVELS ||
-        c->K < 2 || c->K > ES_CDF_MAX_BINS || !c->branching || c->q < 1 || !c->sigma ||
-        !c->lo_bits || !c->hi_bits || !c->names)
+        c->K < 2 || c->K > ES_CDF_MAX_BINS || !c->branching || c->q < 1 || c->q > ES_MAX_SHARE ||
+        !c->sigma || !c->lo_bits || !c->hi_bits || !c->names)
         return 0;
     for (i = 0; i < c->m; i++) {
-        if (c->branching[i] < 2 || c->branching[i] > MAX_LEAVES / leaves)
+        if (c->branching[i] < 2 || c->branching[i] > MAX_LEAVES / leaves || c->sigma[i] < 1 ||
+            c->sigma[i] > ES_MAX_SHARE)
             return 0;
         leaves *= c->branching[i];
     }
@@ -107,10 +108,14 @@ int es_cdf_count(es_cdf_t *m, const es_cdf_levels_t *lv, const uint32_t *bin)
     const es_cdf_cfg_t *c = m->cfg;
     int32_t *nodes = m->nodes;
     unsigned ch, i;
-    if (m->base.sealed)
-        return ES_E_SEALED;
+    int st = es_mech_ready(&m->base);
+    if (st != ES_OK)
+        return st;
     if (m->items >= ES_MAX_ITEMS)
         return ES_E_FULL;
+    for (ch = 0; ch < c->d; ch++) /* before any count: a bin beyond K would write past the level */
+        if (bin[ch] >= c->K)
+            return ES_E_INPUT;
     m->items++;
     for (ch = 0; ch < c->d; ch++, nodes += m->per) /* level i's node: bin // P_i */
         for (i = 0; i < c->m; i++)
@@ -125,11 +130,12 @@ int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n)
     es_cdf_levels_t lv;
     size_t k;
     unsigned ch;
-    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i)
+    int st = ES_OK;
+    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i ||
+        !es_i32_bounds_ok(c->lo_i, c->hi_i, c->d, (1L << 28) - 1))
         return ES_E_CONFIG; /* some channel has float bounds: es_cdf_update_f64 */
     es_cdf_levels(c, &lv);
-    for (k = 0; k < n; k++, x += c->d) {
-        int st;
+    for (k = 0; k < n && st == ES_OK; k++, x += c->d) {
         for (ch = 0; ch < c->d; ch++) {
             int32_t lo = c->lo_i[ch], hi = c->hi_i[ch];
             if (x[ch] >= hi) {
@@ -143,10 +149,10 @@ int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n)
                 bin[ch] = 0;
             }
         }
-        if ((st = es_cdf_count(m, &lv, bin)) != ES_OK)
-            return st;
+        st = es_cdf_count(m, &lv, bin);
     }
-    return ES_OK;
+    es_wipe(bin, sizeof bin); /* the last reading's bins: no trace of it left in RAM */
+    return st;
 }
 
 /* agent/cdf_release.py: the mechanism map, keys in sorted byte order */

@@ -67,7 +67,7 @@ static uint32_t bin_of(const es_cdf_cfg_t *c, unsigned ch, double x)
     else
         t = long_division(r, span, c->K);
     /* x - lo may round up to the span just below hi: the top bin, as in Python */
-    return t >= K ? c->K - 1 : (uint32_t)t;
+    return t < K ? (uint32_t)t : c->K - 1;
 }
 
 int es_cdf_update_f64(es_cdf_t *m, const double *x, size_t n)
@@ -77,15 +77,15 @@ int es_cdf_update_f64(es_cdf_t *m, const double *x, size_t n)
     es_cdf_levels_t lv;
     size_t k;
     unsigned ch;
-    if (!c->lo_f || !c->hi_f)
+    int st = ES_OK;
+    if (!c->lo_f || !c->hi_f || !es_f64_bounds_ok(c->lo_f, c->hi_f, c->d))
         return ES_E_CONFIG;
     es_cdf_levels(c, &lv);
-    for (k = 0; k < n; k++, x += c->d) {
-        int st;
+    for (k = 0; k < n && st == ES_OK; k++, x += c->d) {
         for (ch = 0; ch < c->d; ch++)
             bin[ch] = bin_of(c, ch, x[ch]);
-        if ((st = es_cdf_count(m, &lv, bin)) != ES_OK)
-            return st;
+        st = es_cdf_count(m, &lv, bin);
     }
-    return ES_OK;
+    es_wipe(bin, sizeof bin); /* the last reading's bins: no trace of it left in RAM */
+    return st;
 }

@@ -28,8 +28,10 @@ extern "C" {
 #define ES_E_ENTROPY (-5) /* DRBG refused: short entropy or reseed interval      */
 #define ES_E_RANGE   (-6) /* a noise draw beyond +-2**29 (probability < e**-127) */
 #define ES_E_SINK    (-7) /* the output sink failed or the buffer is too small   */
-#define ES_E_INPUT   (-8) /* a reading no mechanism can take (an id given as a
-                             double that is not an int32 integer)               */
+#define ES_E_INPUT   (-8) /* a reading the core cannot take (a bin beyond K; in
+                             the generated glue, an id that is not an integer) */
+#define ES_E_NOISE   (-9) /* update or release of a state whose noise was never
+                             drawn (es_agent_init failed or was not called)     */
 
 /* ---- SHA-256 and HMAC-SHA256 (es_sha256.c) --------------------------- */
 typedef struct {
@@ -65,6 +67,11 @@ int es_drbg_init(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy,
                  const uint8_t *nonce, size_t n_nonce);
 /* firmware_shims.drbg.seeded_source(seed): reproducible, tests/simulation only */
 int es_drbg_seeded(es_drbg_t *d, const uint8_t *seed, size_t n);
+/* Wipe d (its buffered bytes are the last draws' randomness) and make it refuse
+ * every further draw (err = ES_E_ENTROPY). */
+void es_drbg_retire(es_drbg_t *d);
+/* Zero n bytes at p through a volatile pointer: scratch the compiler may not elide. */
+void es_wipe(void *p, size_t n);
 uint64_t es_below(es_drbg_t *d, uint64_t m);  /* exact uniform in [0, m), m >= 1 */
 
 /* ---- exact discrete Laplace (es_dlap.c) ------------------------------ */
@@ -128,7 +135,41 @@ struct es_mech {
     const es_mech_ops_t *ops;
     uint8_t factor;  /* noise scale factor: 1 add-remove, 2 replace */
     uint8_t sealed;  /* set at release: updates then return ES_E_SEALED */
+    uint8_t noised;  /* set by es_agent_init once this state's noise is drawn */
 };
+
+/* ES_OK when a state may count a reading: noised (privacy rule 2) and not sealed (rule 5) */
+static inline int es_mech_ready(const es_mech_t *m)
+{
+    return m->sealed ? ES_E_SEALED : m->noised ? ES_OK : ES_E_NOISE;
+}
+
+/* Budget numerators and denominators, as agent/spec.py MAX_Q: every noise scale
+ * product (at most 16 channels x factor 2 x 2**48) then stays below 2**53. */
+#define ES_MAX_SHARE ((uint64_t)1 << 48)
+
+/* 1 when every channel's integer bounds are ordered with a span of at most max_span
+ * (the Python agent's MAX_INT_SPAN: its long divisions stay below 2**30). */
+static inline int es_i32_bounds_ok(const int32_t *lo, const int32_t *hi, unsigned d, int64_t max_span)
+{
+    unsigned i;
+    for (i = 0; i < d; i++)
+        if ((int64_t)hi[i] - lo[i] < 1 || (int64_t)hi[i] - lo[i] > max_span)
+            return 0;
+    return 1;
+}
+
+/* 1 when every channel's double bounds are ordered and their span finite. */
+static inline int es_f64_bounds_ok(const double *lo, const double *hi, unsigned d)
+{
+    unsigned i;
+    for (i = 0; i < d; i++) {
+        double span = hi[i] - lo[i];
+        if (!(lo[i] < hi[i]) || span - span != 0.0)
+            return 0;
+    }
+    return 1;
+}
 
 /* The common part of every es_<kind>_init (es_agent.c): factor 1 or 2, caller
  * memory of at least need > 0 bytes, 4-byte aligned; zeroes the state (state_size
@@ -278,13 +319,16 @@ typedef struct {
     es_hmac_t mac;                 /* keyed when has_key */
 } es_agent_t;
 
-/* Noise every mechanism from rng (in order) and set the envelope fields. */
+/* Noise every mechanism from rng (in order) and set the envelope fields. The
+ * DRBG is consumed: retired on return whatever the status (es_drbg_retire).
+ * On failure every state stays unusable (sealed, and not noised). */
 int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
                   uint32_t epoch, uint32_t seq, const uint8_t *key, size_t key_len,
                   es_drbg_t *rng);
 size_t es_agent_frame_size(const es_agent_t *a);
-/* Seal and stream the frame to sink; returns its length or a negative status. */
+/* Seal and stream the frame to sink; returns its length or a negative status
+ * (ES_E_NOISE, and nothing written, unless every state was noised). */
 long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx);
 /* Seal and write the frame into out[0..cap); returns its length or a status. */
 long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap);

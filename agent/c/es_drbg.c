@@ -114,3 +114,17 @@ uint64_t es_below(es_drbg_t *d, uint64_t m)
             return v % m;
     }
 }
+
+void es_wipe(void *p, size_t n)
+{
+    volatile uint8_t *q = (volatile uint8_t *)p;
+    while (n--)
+        *q++ = 0;
+}
+
+void es_drbg_retire(es_drbg_t *d)
+{
+    es_wipe(d, sizeof *d);
+    d->err = ES_E_ENTROPY; /* sticky: a wiped DRBG must not look like a fresh one */
+    d->pos = 64;
+}

@@ -26,10 +26,16 @@ static unsigned level_l(const es_privhp_cfg_t *c)
 
 static int valid(const es_privhp_cfg_t *c)
 {
-    return c && c->d >= 1 && c->d <= ES_MAX_CHANNELS && c->r >= 1 && c->r <= ES_MAX_DEPTH &&
-           c->k >= 1 && c->w >= 1 && c->w <= ES_MAX_WIDTH && (c->w & (c->w - 1)) == 0 &&
-           c->j >= 1 && c->j <= 16 && c->sketch <= ES_CS && c->q >= 1 && c->sigma &&
-           c->lo_bits && c->hi_bits && c->names && c->hash_seed;
+    unsigned l;
+    if (!(c && c->d >= 1 && c->d <= ES_MAX_CHANNELS && c->r >= 1 && c->r <= ES_MAX_DEPTH &&
+          c->k >= 1 && c->w >= 1 && c->w <= ES_MAX_WIDTH && (c->w & (c->w - 1)) == 0 &&
+          c->j >= 1 && c->j <= 16 && c->sketch <= ES_CS && c->q >= 1 && c->q <= ES_MAX_SHARE &&
+          c->clamp_p <= ES_MAX_SHARE && c->sigma && c->lo_bits && c->hi_bits && c->names && c->hash_seed))
+        return 0;
+    for (l = 0; l <= c->r; l++)
+        if (c->sigma[l] < 1 || c->sigma[l] > ES_MAX_SHARE)
+            return 0;
+    return 1;
 }
 
 /* counters and hash parameters: (tree, sketch, hash) item counts */
@@ -121,8 +127,9 @@ int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped)
     int32_t *tree = m->tree;
     int32_t *cell = m->sketch;
     const uint16_t *h = m->hash;
-    if (m->base.sealed)
-        return ES_E_SEALED;
+    int st = es_mech_ready(&m->base);
+    if (st != ES_OK)
+        return st;
     if (m->items >= ES_MAX_ITEMS)
         return ES_E_FULL;
     m->items++;

@@ -12,7 +12,8 @@
 static int valid(const es_profile_cfg_t *c)
 {
     if (!c || c->lo >= c->hi || c->hi - c->lo > ES_PROFILE_MAX_IDS || c->hi > MAX_ID_END ||
-        c->cap < 1 || c->cap > MAX_CAP || c->p < 1 || c->q < 1 || !c->names)
+        c->cap < 1 || c->cap > MAX_CAP || c->p < 1 || c->p > ES_MAX_SHARE || c->q < 1 ||
+        c->q > ES_MAX_SHARE || !c->names)
         return 0;
     if (!c->bits)
         return 1;
@@ -69,8 +70,9 @@ int es_profile_update_i32(es_profile_t *m, const int32_t *id, size_t n)
     uint32_t lo = c->lo, count = c->hi - c->lo, half = c->bits >> 1, mask = (1u << half) - 1;
     int32_t cap = (int32_t)c->cap;
     size_t k;
-    if (m->base.sealed)
-        return ES_E_SEALED;
+    int st = es_mech_ready(&m->base);
+    if (st != ES_OK)
+        return st;
     for (k = 0; k < n; k++) {
         uint32_t v = (uint32_t)id[k], i;
         if (c->bits) {

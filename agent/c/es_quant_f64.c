@@ -15,10 +15,9 @@
 #error "es_quant_f64.c needs plain binary64 arithmetic (FLT_EVAL_METHOD == 0)"
 #endif
 
-static int update_one(es_privhp_t *m, const double *x)
+static int update_one(es_privhp_t *m, const double *x, uint32_t *code)
 {
     const es_privhp_cfg_t *c = m->cfg;
-    uint32_t code[ES_MAX_CHANNELS];
     int clamped = 0;
     unsigned i, s;
     for (i = 0; i < c->d; i++) {
@@ -50,13 +49,13 @@ static int update_one(es_privhp_t *m, const double *x)
 int es_privhp_update_f64(es_privhp_t *m, const double *x, size_t n)
 {
     const es_privhp_cfg_t *c = m->cfg;
+    uint32_t code[ES_MAX_CHANNELS];
     size_t k;
-    if (!c->lo_f || !c->hi_f)
+    int st = ES_OK;
+    if (!c->lo_f || !c->hi_f || !es_f64_bounds_ok(c->lo_f, c->hi_f, c->d))
         return ES_E_CONFIG;
-    for (k = 0; k < n; k++, x += c->d) {
-        int st = update_one(m, x);
-        if (st != ES_OK)
-            return st;
-    }
-    return ES_OK;
+    for (k = 0; k < n && st == ES_OK; k++, x += c->d)
+        st = update_one(m, x, code);
+    es_wipe(code, sizeof code); /* the last reading's path codes: no trace of it left in RAM */
+    return st;
 }

@@ -3,10 +3,9 @@
  * path bit per level. Everything stays below 2**30; no floating point. */
 #include "es_core.h"
 
-static int update_one(es_privhp_t *m, const int32_t *x)
+static int update_one(es_privhp_t *m, const int32_t *x, uint32_t *code)
 {
     const es_privhp_cfg_t *c = m->cfg;
-    uint32_t code[ES_MAX_CHANNELS];
     int clamped = 0;
     unsigned i, s;
     for (i = 0; i < c->d; i++) {
@@ -34,13 +33,14 @@ static int update_one(es_privhp_t *m, const int32_t *x)
 int es_privhp_update_i32(es_privhp_t *m, const int32_t *x, size_t n)
 {
     const es_privhp_cfg_t *c = m->cfg;
+    uint32_t code[ES_MAX_CHANNELS];
     size_t k;
-    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i)
+    int st = ES_OK;
+    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i ||
+        !es_i32_bounds_ok(c->lo_i, c->hi_i, c->d, (1L << 29) - 1))
         return ES_E_CONFIG; /* some channel has float bounds: es_privhp_update_f64 */
-    for (k = 0; k < n; k++, x += c->d) {
-        int st = update_one(m, x);
-        if (st != ES_OK)
-            return st;
-    }
-    return ES_OK;
+    for (k = 0; k < n && st == ES_OK; k++, x += c->d)
+        st = update_one(m, x, code);
+    es_wipe(code, sizeof code); /* the last reading's path codes: no trace of it left in RAM */
+    return st;
 }

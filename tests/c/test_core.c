@@ -98,6 +98,8 @@ static void test_cdf_counts_are_exact(void)
     uint32_t i, level, w, at, n = 700, ok = 1;
     CHECK(c->K <= sizeof want / sizeof want[0]);
     CHECK(es_dev_init() == ES_OK);
+    CHECK(es_cdf_update_i32(&es_dev_m1, &lo, 1) == ES_E_NOISE); /* no count before the noise is drawn */
+    es_dev_m1.base.noised = 1; /* test only: counts on a noise-free state are exact */
     memset(want, 0, sizeof want);
     for (i = 0; i < n; i++) {
         int32_t x = (int32_t)(i * 37u % 1200u) - 100; /* some below lo, some at or above hi */
@@ -119,6 +121,12 @@ static void test_cdf_counts_are_exact(void)
     }
     CHECK(ok && at == es_dev_m1.per);
     CHECK(memcmp(es_dev_m1.nodes + es_dev_m1.per - c->K, want, 4 * c->K) == 0);
+    {
+        uint32_t bad = c->K; /* a bin beyond K is refused before anything is counted */
+        es_cdf_levels_t lv;
+        es_cdf_levels(c, &lv);
+        CHECK(es_cdf_count(&es_dev_m1, &lv, &bad) == ES_E_INPUT && es_dev_m1.items == n);
+    }
 }
 
 /* profile: counts saturate at the cap; ids outside [lo, hi) are ignored */
@@ -128,6 +136,7 @@ static void test_profile_saturates_and_ignores_outside_ids(void)
     int32_t total = 0;
     unsigned i;
     CHECK(es_dev_init() == ES_OK);
+    es_dev_m2.base.noised = 1; /* test only: counts on a noise-free state are exact */
     CHECK(es_cfg_m2.lo == 0 && es_cfg_m2.hi == 50 && es_cfg_m2.cap == 3);
     CHECK(es_profile_update_i32(&es_dev_m2, ids, sizeof ids / sizeof ids[0]) == ES_OK);
     CHECK(es_dev_m2.ctr[5] == 3 && es_dev_m2.ctr[7] == 1 && es_dev_m2.ctr[49] == 1);
@@ -148,8 +157,12 @@ static void test_agent_lifecycle(void)
     es_drbg_seeded(&d, (const uint8_t *)"lifecycle", 9);
     CHECK(es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, 3 - ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
                         (const uint8_t *)"unit", 4, 1, 2, NULL, 0, &d) == ES_E_CONFIG); /* other relation */
+    CHECK(es_below(&d, 10) == 0 && d.err == ES_E_ENTROPY); /* the DRBG is spent whatever the status */
+    CHECK(es_dev_init() == ES_OK);
+    es_drbg_seeded(&d, (const uint8_t *)"lifecycle", 9);
     CHECK(es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
                         (const uint8_t *)"unit", 4, 1, 2, NULL, 0, &d) == ES_OK);
+    CHECK(d.err == ES_E_ENTROPY && d.k[0] == 0 && d.v[0] == 0); /* wiped: no trace of the draws */
     for (i = 0; i < 100; i++) {
         for (c = 0; c < ES_CFG_INPUTS * 10; c++)
             x[c] = (i * 10 + c) * (c + 3) % 150 - 20;
@@ -169,6 +182,52 @@ static void test_agent_lifecycle(void)
     es_dev_m0.items = es_dev_m1.items = ES_MAX_ITEMS; /* the overflow guard refuses instead of wrapping */
     CHECK(es_privhp_update_i32(&es_dev_m0, x, 1) == ES_E_FULL);
     CHECK(es_cdf_update_i32(&es_dev_m1, x, 1) == ES_E_FULL);
+    /* a new epoch lays the states out again (raw zero counters): until es_agent_init draws fresh
+     * noise, the old agent cannot release them and nothing can count */
+    CHECK(es_dev_init() == ES_OK);
+    CHECK(es_agent_release_buf(&a, f2, sizeof f2) == ES_E_NOISE);
+    CHECK(es_profile_update_i32(&es_dev_m2, x, 1) == ES_E_NOISE);
+}
+
+/* a failed noise draw (here: too little entropy) leaves every state unusable */
+static void test_failed_construction_fails_closed(void)
+{
+    static uint8_t f[1 << 16];
+    es_agent_t a;
+    es_drbg_t d;
+    int32_t x[ES_CFG_INPUTS] = {1, 2, 3, 4};
+    CHECK(es_dev_init() == ES_OK);
+    CHECK(es_drbg_init(&d, (const uint8_t *)"short", 5, NULL, 0) == ES_E_ENTROPY);
+    CHECK(es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+                        (const uint8_t *)"unit", 4, 0, 0, NULL, 0, &d) == ES_E_ENTROPY);
+    CHECK(es_dev_update(x, 1) == ES_E_SEALED);
+    CHECK(es_agent_release_buf(&a, f, sizeof f) == ES_E_NOISE);
+}
+
+/* configs the host never writes: shares beyond 2**48 (the scale product would wrap),
+ * unordered or oversized bounds */
+static void test_invalid_configs_are_refused(void)
+{
+    static uint32_t mem[(ES_CFG_M1_MEM_BYTES + 3) / 4];
+    es_cdf_cfg_t c = es_cfg_m1;
+    es_profile_cfg_t p = es_cfg_m2;
+    es_cdf_t cdf;
+    int32_t lo[1] = {10}, hi[1] = {10};
+    double lo_f[1] = {0.0}, hi_f[1] = {1.0 / 0.0};
+    c.q = ES_MAX_SHARE + 1;
+    CHECK(es_cdf_mem_size(&c) == 0);
+    p.p = ES_MAX_SHARE + 1;
+    CHECK(es_profile_mem_size(&p) == 0);
+    c = es_cfg_m1;
+    c.lo_i = lo;
+    c.hi_i = hi;
+    CHECK(es_cdf_init(&cdf, &c, 1, mem, sizeof mem) == ES_OK);
+    cdf.base.noised = 1;
+    CHECK(es_cdf_update_i32(&cdf, lo, 1) == ES_E_CONFIG);
+    c.lo_f = lo_f;
+    c.hi_f = hi_f;
+    CHECK(es_cdf_update_f64(&cdf, lo_f, 1) == ES_E_CONFIG);
+    CHECK(cdf.items == 0);
 }
 
 static void test_scale_cap(void)
@@ -203,6 +262,8 @@ int main(void)
     test_cdf_counts_are_exact();
     test_profile_saturates_and_ignores_outside_ids();
     test_agent_lifecycle();
+    test_failed_construction_fails_closed();
+    test_invalid_configs_are_refused();
     test_scale_cap();
     test_noise_is_signed_and_bounded();
     printf("%d passed, %d failed\n", passed, failed);
