@@ -149,7 +149,7 @@ def test_firmware_cli_json_and_header(arm, tmp_path):
 
 def test_c_unit(tmp_path):
     """tests/c/test_core.c against a generated header (PrivHP, CDF and profile
-    on one device, the device glue included), with the host gcc."""
+    on one device, the device glue included), with the host gcc and sanitizers."""
     if shutil.which("gcc") is None:
         pytest.skip("no host gcc")
     from host_tools.firmware import config_header
@@ -161,7 +161,9 @@ def test_c_unit(tmp_path):
     inc = native.includedir()
     srcs = [os.path.join(inc, f) for f in sorted(os.listdir(inc)) if f.endswith(".c")]
     exe = tmp_path / "test_core"
-    subprocess.run(["gcc", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), "-I", inc,
+    # under AddressSanitizer and UBSan: an out-of-bounds access or undefined behaviour fails the test
+    subprocess.run(["gcc", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=all", "-I", str(tmp_path), "-I", inc,
                     os.path.join(HERE, "c", "test_core.c")] + srcs + ["-lm", "-o", str(exe)], check=True)
     res = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout
