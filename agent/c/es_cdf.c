@@ -123,36 +123,49 @@ int es_cdf_count(es_cdf_t *m, const es_cdf_levels_t *lv, const uint32_t *bin)
     return ES_OK;
 }
 
-int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n)
+int es_cdf_rows(es_cdf_t *m, const void *x, size_t n, size_t row_bytes, es_cdf_binner_t binner)
 {
-    const es_cdf_cfg_t *c = m->cfg;
+    const uint8_t *row = (const uint8_t *)x;
     uint32_t bin[ES_MAX_CHANNELS];
     es_cdf_levels_t lv;
     size_t k;
-    unsigned ch;
     int st = ES_OK;
-    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i ||
-        !es_i32_bounds_ok(c->lo_i, c->hi_i, c->d, (1L << 28) - 1))
-        return ES_E_CONFIG; /* some channel has float bounds: es_cdf_update_f64 */
-    es_cdf_levels(c, &lv);
-    for (k = 0; k < n && st == ES_OK; k++, x += c->d) {
-        for (ch = 0; ch < c->d; ch++) {
-            int32_t lo = c->lo_i[ch], hi = c->hi_i[ch];
-            if (x[ch] >= hi) {
-                bin[ch] = c->K - 1;
-            } else if (x[ch] > lo) { /* floor((x - lo) * K / span), exact: span < 2**28 */
-                uint32_t r = (uint32_t)((int64_t)x[ch] - lo), span = (uint32_t)((int64_t)hi - lo);
-                uint64_t t = (uint64_t)r * c->K;
-                /* 32-bit division where the product fits: no libgcc call on a 32-bit MCU */
-                bin[ch] = t >> 32 ? (uint32_t)(t / span) : (uint32_t)t / span;
-            } else {
-                bin[ch] = 0;
-            }
-        }
+    es_cdf_levels(m->cfg, &lv);
+    for (k = 0; k < n && st == ES_OK; k++, row += row_bytes) {
+        binner(m->cfg, row, bin);
         st = es_cdf_count(m, &lv, bin);
     }
     es_wipe(bin, sizeof bin); /* the last reading's bins: no trace of it left in RAM */
     return st;
+}
+
+/* floor((x - lo) * K / span) per channel, exactly: span < 2**28 */
+static void bins_i32(const es_cdf_cfg_t *c, const void *row, uint32_t *bin)
+{
+    const int32_t *x = (const int32_t *)row;
+    unsigned ch;
+    for (ch = 0; ch < c->d; ch++) {
+        int32_t lo = c->lo_i[ch], hi = c->hi_i[ch];
+        if (x[ch] >= hi) {
+            bin[ch] = c->K - 1;
+        } else if (x[ch] > lo) {
+            uint32_t r = (uint32_t)((int64_t)x[ch] - lo), span = (uint32_t)((int64_t)hi - lo);
+            uint64_t t = (uint64_t)r * c->K;
+            /* 32-bit division where the product fits: no libgcc call on a 32-bit MCU */
+            bin[ch] = t >> 32 ? (uint32_t)(t / span) : (uint32_t)t / span;
+        } else {
+            bin[ch] = 0;
+        }
+    }
+}
+
+int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n)
+{
+    const es_cdf_cfg_t *c = m->cfg;
+    if ((c->int_mask + 1u) >> c->d != 1 || !c->lo_i || !c->hi_i ||
+        !es_i32_bounds_ok(c->lo_i, c->hi_i, c->d, (1L << 28) - 1))
+        return ES_E_CONFIG; /* some channel has float bounds: es_cdf_update_f64 */
+    return es_cdf_rows(m, x, n, sizeof *x * c->d, bins_i32);
 }
 
 /* agent/cdf_release.py: the mechanism map, keys in sorted byte order */

@@ -70,22 +70,18 @@ static uint32_t bin_of(const es_cdf_cfg_t *c, unsigned ch, double x)
     return t < K ? (uint32_t)t : c->K - 1;
 }
 
+static void bins_f64(const es_cdf_cfg_t *c, const void *row, uint32_t *bin)
+{
+    const double *x = (const double *)row;
+    unsigned ch;
+    for (ch = 0; ch < c->d; ch++)
+        bin[ch] = bin_of(c, ch, x[ch]);
+}
+
 int es_cdf_update_f64(es_cdf_t *m, const double *x, size_t n)
 {
     const es_cdf_cfg_t *c = m->cfg;
-    uint32_t bin[ES_MAX_CHANNELS];
-    es_cdf_levels_t lv;
-    size_t k;
-    unsigned ch;
-    int st = ES_OK;
     if (!c->lo_f || !c->hi_f || !es_f64_bounds_ok(c->lo_f, c->hi_f, c->d))
         return ES_E_CONFIG;
-    es_cdf_levels(c, &lv);
-    for (k = 0; k < n && st == ES_OK; k++, x += c->d) {
-        for (ch = 0; ch < c->d; ch++)
-            bin[ch] = bin_of(c, ch, x[ch]);
-        st = es_cdf_count(m, &lv, bin);
-    }
-    es_wipe(bin, sizeof bin); /* the last reading's bins: no trace of it left in RAM */
-    return st;
+    return es_cdf_rows(m, x, n, sizeof *x * c->d, bins_f64);
 }

@@ -273,6 +273,10 @@ int es_cdf_init(es_cdf_t *m, const es_cdf_cfg_t *cfg, uint8_t factor, void *mem,
 void es_cdf_levels(const es_cdf_cfg_t *cfg, es_cdf_levels_t *lv);
 /* Count one reading given as its bin (0..K-1) in each channel. */
 int es_cdf_count(es_cdf_t *m, const es_cdf_levels_t *lv, const uint32_t *bin);
+/* The updates' row loop: for each of the n rows (row_bytes apart from x), bins
+ * it with binner and counts it; the bins are wiped on return. */
+typedef void (*es_cdf_binner_t)(const es_cdf_cfg_t *cfg, const void *row, uint32_t *bin);
+int es_cdf_rows(es_cdf_t *m, const void *x, size_t n, size_t row_bytes, es_cdf_binner_t binner);
 /* n readings of d values; integer bounds in int32 only (cfg->int_mask all set, lo_i/hi_i). */
 int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n);
 /* Any bounds: agent/cdf.py's float binning, operation for operation (needs libm's fmod). */
