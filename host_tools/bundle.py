@@ -19,6 +19,7 @@ import tempfile
 
 import agent
 from host_tools.errors import InputError
+from host_tools.outputs import fsync_dir, write_error
 
 PACKAGES = ("agent", "firmware_shims")
 ARCHS = ("x64", "x86", "armv6m", "armv7m", "armv7em", "armv7emsp", "armv7emdp", "xtensa", "xtensawin", "rv32imc")
@@ -74,23 +75,41 @@ def build(out_dir, config_path=None, arch=None, extra=(), emit="bytecode"):
         raise InputError("--emit must be bytecode or native")
     if emit == "native" and arch is None:
         raise InputError("--emit native needs --arch (the board's CPU, e.g. armv7emsp)")
-    sizes = {}
-    for rel, src in list(sources()) + list(extra):
-        dst = os.path.join(out_dir, rel[:-3] + ".mpy")
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        compile_module(src, dst, arch, native=emit == "native" and rel in HOT)
-        sizes[os.path.relpath(dst, out_dir)] = os.path.getsize(dst)
-    if config_path:
-        import json
-        from host_tools.mp_runtime import device_config
-        from host_tools.simulate import load_config
-        text = json.dumps(device_config(load_config(config_path)), separators=(",", ":"), sort_keys=True)
-        with open(os.path.join(out_dir, "device.json"), "w") as fh:
-            fh.write(text)
-        sizes["device.json"] = len(text)
-        with open(os.path.join(out_dir, "main.py"), "w") as fh:
-            fh.write(MAIN_PY)
-        sizes["main.py"] = len(MAIN_PY)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    try:
+        os.makedirs(parent, exist_ok=True)
+        stage = tempfile.mkdtemp(prefix=".bundle-", dir=parent)
+    except OSError as e:
+        raise write_error(out_dir, e)
+    try:  # compile everything first, so a failure leaves the old bundle whole
+        files = {}
+        for rel, src in list(sources()) + list(extra):
+            rel_mpy = rel[:-3] + ".mpy"
+            dst = os.path.join(stage, rel_mpy)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            compile_module(src, dst, arch, native=emit == "native" and rel in HOT)
+            files[rel_mpy] = dst
+        if config_path:
+            import json
+            from host_tools.mp_runtime import device_config
+            from host_tools.simulate import load_config
+            text = json.dumps(device_config(load_config(config_path)), separators=(",", ":"), sort_keys=True)
+            for name, body in (("device.json", text), ("main.py", MAIN_PY)):
+                files[name] = os.path.join(stage, name)
+                with open(files[name], "w", encoding="utf-8") as fh:
+                    fh.write(body)
+        sizes = {}
+        for rel, path in files.items():
+            sizes[os.path.normpath(rel)] = os.path.getsize(path)
+            dst = os.path.join(out_dir, rel)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.replace(path, dst)
+    except OSError as e:
+        raise write_error(out_dir, e)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    for d in {os.path.dirname(os.path.join(out_dir, rel)) for rel in files}:
+        fsync_dir(d)
     return sizes
 
 

@@ -12,6 +12,7 @@ import click
 import numpy as np
 
 from host_tools.errors import EdgesynthError, InputError
+from host_tools.outputs import atomic_output, write_bytes, write_text
 
 EPILOG = ("Docs: README.md; docs/ has config, privacy, wire-format, deployment, native, trust, "
           "cdf and profile pages.")
@@ -68,14 +69,6 @@ def _progress():
 def _stderr_console():
     from rich.console import Console
     return Console(stderr=True)
-
-
-def _write_bytes(path, data):
-    try:
-        with open(path, "wb") as fh:
-            fh.write(data)
-    except OSError as e:
-        raise InputError("%s: cannot write (%s)" % (path, e.strerror or e))
 
 
 def _hex_bytes(text, what):
@@ -204,12 +197,7 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
     cfg = plan_privhp(lo, hi, eps, ram_bytes, names=name_list, n_max=n_max, sketch=sketch, j=j,
                       clamp_share=share, uniform_split=uniform_split, hash_seed=hash_seed, relation=relation,
                       runtime=device_runtime)
-    text = json.dumps(cfg, indent=1, sort_keys=True)
-    try:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-    except OSError as e:
-        raise InputError("%s: cannot write (%s)" % (output, e.strerror or e))
+    write_text(output, json.dumps(cfg, indent=1, sort_keys=True) + "\n")
     m, p = cfg["mechanisms"][0], cfg["plan"]
     if as_json:
         _echo_json({**p, **{k: m[k] for k in ("r", "k", "w", "j", "sketch")}, "config": output})
@@ -275,46 +263,86 @@ def _parse_size(text, what):
 @click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")
 @click.option("--device-id", default="device", show_default=True, help="Device name carried in the frame.")
 @click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1),
-              help="Epoch number of the (first) release.")
+              help="Epoch number of the single release (with --window the epoch is the window index).")
 @click.option("--seq", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1),
-              help="Sequence number of the (first) release.")
-@click.option("--epochs", default=1, show_default=True, type=click.IntRange(1, 100000),
-              help="Split the rows into this many consecutive time windows, one fresh agent and one frame "
-                   "each (epochs and sequence numbers count up); frames are written back to back.")
+              help="Sequence number of the (first) release; it counts up from here.")
+@click.option("--time-column", default=None,
+              help="Column of reading timestamps: Unix seconds or ISO 8601 (no offset means UTC). "
+                   "Needs --window, --start and --end.")
+@click.option("--window", default=None, type=click.IntRange(1, 2 ** 31),
+              help="Release one frame per window of this many seconds: a reading at time t belongs to "
+                   "window floor(t / SECONDS) on a grid anchored at the Unix epoch; the frame's epoch is "
+                   "that index.")
+@click.option("--start", default=None, help="Public start of the schedule (Unix seconds or ISO 8601), "
+                                            "fixed before any data; every window from here to --end "
+                                            "releases a frame, empty or not.")
+@click.option("--end", default=None, help="Public end of the schedule (exclusive). A reading outside "
+                                          "[--start, --end) is refused.")
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key: tag the frame with HMAC-SHA256.")
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring from `keys new`: tag frames with the key of --device-id.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Frame file to write.")
-def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_id, epoch, seq, epochs, key_hex,
-             keyring, output):
+def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_id, epoch, seq, time_column, window,
+             start, end, key_hex, keyring, output):
     """Run the device agent over a CSV on this machine and write its release frame(s).
 
-    Row i is the reading of time slot i. With --epochs K > 1 and --seed, window
-    e is seeded with SHA-256("edgesynth-epoch-seed" || seed || uint32be(epoch))
-    so no two windows share noise (host_tools/epochs.py).
+    Without --window every row goes into one release. With --time-column,
+    --window, --start and --end the device releases on a public clock: one
+    fresh agent (fresh noise) and one frame per window of the schedule, written
+    back to back, so one reading changes one frame only (docs/trust.md §3).
+    Without --seed every window draws fresh entropy; with it, window e is
+    seeded from (seed, e) and the frames are reproducible and NOT private.
     """
     from host_tools.csvio import read_columns
-    from host_tools.epochs import simulate_epochs
-    from host_tools.simulate import clamped_fraction, load_config
+    from host_tools.simulate import clamped_fraction, load_config, simulate as run_one
+    from host_tools.windows import Schedule, parse_time, simulate_windows
+    timed = (time_column, window, start, end)
+    if any(v is not None for v in timed) and not all(v is not None for v in timed):
+        raise InputError("--time-column, --window, --start and --end go together")
     cfg = load_config(config_path)
     cols = _columns(columns)
-    data = read_columns(input_path, cols)
+    if time_column in cols:
+        raise InputError("--time-column %r is also in --columns" % time_column)
+    schedule = None
+    if window is not None:
+        if epoch:
+            raise InputError("--epoch is the window index with --window; leave it out")
+        schedule = Schedule(window, _time_option(start, "--start"), _time_option(end, "--end"))
+        parse = {time_column: lambda cell: schedule.check(parse_time(cell))}
+        table = read_columns(input_path, cols + [time_column], parsers=parse)
+        data, times = table[:, :-1], table[:, -1]
+    else:
+        data = read_columns(input_path, cols)
     seed_b = _hex_bytes(seed, "--seed") if seed else None
     key = _device_key(key_hex, keyring, device_id)
     outside = clamped_fraction(data, cfg) if cfg["mechanisms"] and "lo" in cfg["mechanisms"][0] else 0.0
+    run = dict(runtime=runtime, device_id=device_id, key=key, heap=_parse_size(heap, "--heap"), cpu=cpu)
     with _progress() as prog:
         task = prog.add_task("agent (%s)" % runtime, total=len(data))
-        frames = simulate_epochs(cfg, data, cols, epochs, seed=seed_b, first_epoch=epoch, first_seq=seq,
-                                 runtime=runtime, device_id=device_id, key=key,
-                                 progress=lambda n: prog.advance(task, n), heap=_parse_size(heap, "--heap"),
-                                 cpu=cpu)
-    _write_bytes(output, b"".join(frames))
+        step = lambda n: prog.advance(task, n)  # noqa: E731
+        if schedule is None:
+            frames = [(epoch, run_one(cfg, data, cols, seed=seed_b, epoch=epoch, seq=seq, progress=step, **run))]
+        else:
+            frames = simulate_windows(cfg, data, times, cols, schedule, seed=seed_b, first_seq=seq,
+                                      progress=step, **run)
+    write_bytes(output, b"".join(f for _, f in frames))
     if outside:
         click.echo("note: %.2f%% of readings were outside the bounds and were clamped into the edge cells"
                    % (100 * outside), err=True)
-    size = "%d-byte frame" % len(frames[0]) if epochs == 1 else \
-        "%d frames (epochs %d..%d), %d bytes" % (epochs, epoch, epoch + epochs - 1, sum(map(len, frames)))
+    if seed_b is not None:
+        click.echo("note: --seed makes the noise reproducible: these frames are NOT private", err=True)
+    size = "%d-byte frame" % len(frames[0][1]) if schedule is None else \
+        "%d frames (windows %d..%d of %d s), %d bytes" % (len(frames), frames[0][0], frames[-1][0], window,
+                                                          sum(len(f) for _, f in frames))
     click.echo("wrote %s: %d readings, %s%s" % (output, len(data), size, ", tagged" if key else ""))
+
+
+def _time_option(text, what):
+    from host_tools.windows import parse_time
+    try:
+        return parse_time(text)
+    except ValueError as e:
+        raise InputError("%s: %s" % (what, e))
 
 
 # ----------------------------------------------------------------- firmware
@@ -341,8 +369,7 @@ def firmware_build(cpu, config_path, header, as_json):
     cfg = load_config(config_path) if config_path else None
     report = build(cpu, cfg)
     if header:
-        with open(header, "w", encoding="utf-8") as fh:
-            fh.write(config_header(cfg, os.path.basename(config_path)))
+        write_text(header, config_header(cfg, os.path.basename(config_path)))
         report["header"] = header
     if as_json:
         _echo_json(report)
@@ -392,7 +419,7 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
     from host_tools.generators import assemble as assemble_any
     gen = assemble_any(rels, mechanism, force_sum)
     if output:
-        _write_bytes(output, gen.to_bytes())
+        write_bytes(output, gen.to_bytes())
     summary = gen.summary()
     if as_json:
         _echo_json(summary)
@@ -429,11 +456,7 @@ def sample(generator, count, seed, output):
     gen = _load_generator(generator)
     rng = np.random.default_rng(seed)
     block = 1 << 20
-    try:
-        fh = open(output, "w", newline="", encoding="utf-8")
-    except OSError as e:
-        raise InputError("%s: cannot write (%s)" % (output, e.strerror or e))
-    with fh, _progress() as prog:
+    with atomic_output(output, "w", encoding="utf-8", newline="") as fh, _progress() as prog:
         task = prog.add_task("sampling", total=count)
         fh.write(",".join(gen.names) + "\n")
         for start in range(0, count, block):
@@ -632,7 +655,9 @@ def deploy(bundle_dir, port):
               help="Directory for the demo's files.")
 @click.option("--epsilon", default="1", show_default=True, help="Privacy budget per reading.")
 @click.option("--ram", default="64K", show_default=True, help="Device RAM budget (MicroPython needs about 30K of it beyond the counters).")
-@click.option("--seed", default=7, show_default=True, type=int, help="Seed of the demo's simulated device.")
+@click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1),
+              help="Make the run reproducible (device noise and sampling). Without it the device draws "
+                   "fresh entropy; with it the release is NOT private.")
 def demo(out_dir, epsilon, ram, seed):
     """Run the whole path on real hourly temperatures of two weather stations.
 

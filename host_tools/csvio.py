@@ -5,17 +5,21 @@ import math
 import numpy as np
 
 from host_tools.errors import InputError
+from host_tools.outputs import atomic_output
 
 MAX_FIELD = 1 << 16
 
 
-def read_columns(path, columns, progress=None):
+def read_columns(path, columns, progress=None, parsers=None):
     """Numeric columns ``columns`` of CSV ``path`` as a float64 array (n, d).
 
     The first row is the header. Empty cells, text, NaN and infinities are
     errors naming their line; values outside any bounds are *not* errors here
     (the agent clamps them). ``progress(nbytes)`` is called as the file is read.
+    ``parsers`` maps a column name to its own cell parser (text -> float,
+    ValueError with a message on a bad cell), e.g. timestamps.
     """
+    parsers = parsers or {}
     try:
         fh = open(path, newline="", encoding="utf-8")
     except OSError as e:
@@ -48,6 +52,12 @@ def read_columns(path, columns, progress=None):
                 vals = []
                 for c, i in zip(columns, idx):
                     cell = row[i].strip()
+                    if c in parsers:
+                        try:
+                            vals.append(parsers[c](cell))
+                        except ValueError as e:
+                            raise InputError("%s: line %d, column %r: %s" % (path, line, c, e))
+                        continue
                     try:
                         v = float(cell)
                     except ValueError:
@@ -68,10 +78,8 @@ def read_columns(path, columns, progress=None):
 
 
 def write_columns(path, names, data):
-    """Write ``data`` (n, d) with header ``names``; 10 significant digits."""
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            fh.write(",".join(names) + "\n")
-            np.savetxt(fh, data, delimiter=",", fmt="%.10g")
-    except OSError as e:
-        raise InputError("%s: cannot write (%s)" % (path, e.strerror or e))
+    """Replace ``path`` atomically with ``data`` (n, d) under header ``names``;
+    10 significant digits."""
+    with atomic_output(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(",".join(names) + "\n")
+        np.savetxt(fh, data, delimiter=",", fmt="%.10g")

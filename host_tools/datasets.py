@@ -14,6 +14,7 @@ from host_tools.errors import InputError
 
 NAMES = ["seattle_temp_f", "sf_temp_f"]
 BOUNDS = "0:110,0:110"  # public a-priori range of outdoor temperatures in F, not read from data
+N_MAX = 24 * 366  # public: at most one joined reading an hour for a year, whatever the files hold
 
 
 def _series(path):

@@ -10,12 +10,19 @@ from host_tools.budget import parse_epsilon
 from host_tools.csvio import write_columns
 from host_tools.errors import InputError
 from host_tools.frames import iter_frames
+from host_tools.outputs import write_bytes, write_text
 from host_tools.plan import parse_bounds, plan_privhp
 from host_tools.simulate import simulate
 
 
-def run_demo(out_dir, epsilon, ram, seed, echo=print, table=None):
-    """Plan, simulate, assemble, sample, evaluate and plot; returns the report."""
+def run_demo(out_dir, epsilon, ram, seed=None, echo=print, table=None):
+    """Plan, simulate, assemble, sample, evaluate and plot; returns the report.
+
+    The plan uses public parameters only (the bounds, the budget and the
+    schedule's reading count ``datasets.N_MAX``), never the data. ``seed``
+    (int or None): None draws the device's noise from fresh entropy; an int
+    makes the whole run reproducible and the release NOT private.
+    """
     from host_tools.evaluate import utility_report
     from host_tools.plots import plot_comparison
     try:
@@ -29,22 +36,21 @@ def run_demo(out_dir, epsilon, ram, seed, echo=print, table=None):
     real_csv = os.path.join(out_dir, "real.csv")
     write_columns(real_csv, names, data)
 
-    cfg = plan_privhp(lo, hi, eps, ram, names=names, n_max=len(data) * 4, hash_seed="edgesynth-demo")
-    with open(os.path.join(out_dir, "device.json"), "w", encoding="utf-8") as fh:
-        json.dump(cfg, fh, indent=1, sort_keys=True)
+    cfg = plan_privhp(lo, hi, eps, ram, names=names, n_max=datasets.N_MAX, hash_seed="edgesynth-demo")
+    write_text(os.path.join(out_dir, "device.json"), json.dumps(cfg, indent=1, sort_keys=True) + "\n")
     m, p = cfg["mechanisms"][0], cfg["plan"]
     echo("plan: privhp r=%d k=%d w=%d j=%d, %d counter bytes in a %d-byte budget "
          "(MicroPython needs %d bytes beyond them), epsilon %s"
          % (m["r"], m["k"], m["w"], m["j"], p["counter_bytes"], ram, p["runtime_overhead_bytes"], eps))
 
-    frame = simulate(cfg, data, names, seed=seed.to_bytes(8, "big"), device_id="weather-gw")
-    with open(os.path.join(out_dir, "release.msgpack"), "wb") as fh:
-        fh.write(frame)
-    echo("device: released one %d-byte frame (raw readings never leave it)" % len(frame))
+    frame = simulate(cfg, data, names, seed=None if seed is None else seed.to_bytes(8, "big"),
+                     device_id="weather-gw")
+    write_bytes(os.path.join(out_dir, "release.msgpack"), frame)
+    echo("device: released one %d-byte frame (raw readings never leave it)%s"
+         % (len(frame), "" if seed is None else "; --seed %d: reproducible noise, NOT private" % seed))
 
     gen = assemble_privhp(list(iter_frames(frame)))
-    with open(os.path.join(out_dir, "generator.msgpack"), "wb") as fh:
-        fh.write(gen.to_bytes())
+    write_bytes(os.path.join(out_dir, "generator.msgpack"), gen.to_bytes())
     rng = np.random.default_rng(seed)
     synth = gen.sample(len(data), rng)
     write_columns(os.path.join(out_dir, "synthetic.csv"), names, synth)
@@ -56,8 +62,7 @@ def run_demo(out_dir, epsilon, ram, seed, echo=print, table=None):
         table(report)
     png = plot_comparison(data, synth, names, lo_a, hi_a, os.path.join(out_dir, "comparison.png"),
                           title="edgesynth demo: real vs synthetic (epsilon %s, %d-byte device)" % (eps, ram))
-    with open(os.path.join(out_dir, "report.json"), "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=1, sort_keys=True)
+    write_text(os.path.join(out_dir, "report.json"), json.dumps(report, indent=1, sort_keys=True) + "\n")
     echo("wrote %s (plot), report.json, real.csv, synthetic.csv, device.json, release.msgpack, "
          "generator.msgpack in %s" % (png, out_dir))
     return report

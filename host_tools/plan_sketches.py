@@ -3,14 +3,11 @@ import json
 from fractions import Fraction
 
 from host_tools.errors import InputError
+from host_tools.outputs import write_text
 
 
 def _write_json(path, obj):
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(obj, indent=1, sort_keys=True) + "\n")
-    except OSError as e:
-        raise InputError("%s: cannot write (%s)" % (path, e.strerror or e))
+    write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
 def plan_command(mechanism, eps, bounds=None, bins=None, branching=None, domain=None, cap=None, names=None,

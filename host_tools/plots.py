@@ -8,6 +8,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
+from host_tools.outputs import atomic_output
+
 __all__ = ["plot_comparison"]
 
 REAL_COLOR = "#4C72B0"
@@ -139,5 +141,6 @@ def plot_comparison(real, synth, names, lo, hi, path, title=None):
 
     if title:
         fig.suptitle(title)
-    fig.savefig(path, format="png", dpi=DPI)
+    with atomic_output(path) as fh:
+        fig.savefig(fh, format="png", dpi=DPI)
     return path
