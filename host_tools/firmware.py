@@ -40,7 +40,7 @@ COMMON = ["es_sha256.c", "es_drbg.c", "es_dlap.c", "es_msgpack.c", "es_agent.c"]
 MECHANISMS = {"privhp": ["es_privhp.c", "es_quant_i32.c", "es_hashing.c"], "cdf": ["es_cdf.c"],
               "profile": ["es_profile.c", "es_hashing.c"]}
 FLOAT = {"privhp": ["es_quant_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": []}
-ENTRY_POINTS = ("es_agent_init", "es_agent_release", "es_privhp_init", "es_privhp_update_i32",
+ENTRY_POINTS = ("es_drbg_platform", "es_agent_init", "es_agent_release", "es_privhp_init", "es_privhp_update_i32",
                 "es_privhp_update_f64", "es_cdf_init", "es_cdf_update_i32", "es_cdf_update_f64",
                 "es_profile_init", "es_profile_update_i32")
 # calls through the mechanisms' ops tables: caller -> the functions they reach
@@ -299,7 +299,8 @@ def _glue_lines(p):
                 "static es_%s_t es_dev_m%d;" % (m["kind"], i)]
     out += ["static es_mech_t *const es_dev_mechs[ES_CFG_N_MECHS] = {%s};"
             % ", ".join("&es_dev_m%d.base" % i for i in range(len(mechs))), "",
-            "/* lay out every state in its memory; es_agent_init(..., es_dev_mechs, ...) draws the noise */",
+            "/* lay out every state in its memory; es_agent_init(..., es_dev_mechs, ..., &rng) then draws",
+            " * the noise from a DRBG seeded by es_drbg_platform(&rng): the board's es_entropy_fill */",
             "static int es_dev_init(void)", "{", "    int st;"]
     for i, m in enumerate(mechs):
         out += ["    if ((st = es_%s_init(&es_dev_m%d, &es_cfg_m%d, ES_CFG_FACTOR, es_dev_mem%d, sizeof es_dev_mem%d))"

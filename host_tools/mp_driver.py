@@ -4,7 +4,8 @@
 #   micropython -X heapsize=32wK mp_driver.py CONFIG READINGS OUT SEED DEVICE EPOCH KEY [SEQ]
 #
 # READINGS: b"ESR1", one byte d, d type bytes (b"i" int64 / b"d" float64), then
-# records of d little-endian 8-byte values. SEED and KEY are hex or "-".
+# records of d little-endian 8-byte values. SEED and KEY are hex or "-"; SEED "-"
+# draws fresh entropy (agent.Agent(seed=None): the platform's os.urandom, health-tested).
 # On MemoryError it prints one line "EDGESYNTH-OOM <in use> <free> <message>"
 # and exits 3, so the host can say how much was needed and how much there was.
 import gc

@@ -58,6 +58,10 @@ def write_readings(path, rows, int_channels):
         fh.write(b"".join(pack(*row) for row in rows))
 
 
+def _bytes(seed):
+    return seed.encode() if isinstance(seed, str) else bytes(seed)
+
+
 def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, words=True, seq=0):
     """One interpreter run; returns (status, frame bytes or None, last output line)."""
     import json
@@ -71,7 +75,7 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, word
         write_readings(rd_path, rows, int_channels)
         env = dict(os.environ, MICROPYPATH=bundle + ":.frozen")
         cmd = [exe, "-X", "heapsize=" + heap_flag(heap, words), "-c", "import mp_driver", cfg_path, rd_path, out_path,
-               seed.hex() if seed else "-", device_id, str(epoch), key.hex() if key else "-", str(seq)]
+               "-" if seed is None else _bytes(seed).hex(), device_id, str(epoch), key.hex() if key else "-", str(seq)]
         try:  # cwd: `micropython -c` searches '' first, and an agent/ there would load from source
             proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT)
         except subprocess.TimeoutExpired:

@@ -59,12 +59,15 @@ def _check(status, what):
         return
     if status == ES_E_SEALED:
         raise SealedError("state was released; start a new epoch with fresh noise")
-    if status == ES_E_FULL:
-        raise OverflowError("%s: 2**31 - 2**29 readings counted; int32 counters could overflow" % what)
+    if status == ES_E_FULL:  # the state is then unreleasable (es_core.h ES_MAX_ITEMS)
+        raise OverflowError("%s: 2**31 - 2**29 readings counted; int32 counters could overflow, and a frame "
+                            "of the first ones only is not private: this epoch's state cannot be released"
+                            % what)
     if status == ES_E_RANGE:
         raise ConfigError("%s: noise draw out of range" % what)
     if status == ES_E_ENTROPY:
-        raise ConfigError("%s: the DRBG refused (entropy or reseed interval)" % what)
+        raise ConfigError("%s: the DRBG refused (short entropy, a failed health test or the reseed "
+                          "interval)" % what)
     if status == ES_E_CONFIG and what == "noise":
         raise ConfigError("a noise scale exceeds 2**22: some budget share is too small")
     raise ConfigError("%s failed with status %d" % (what, status))
@@ -206,8 +209,8 @@ def core_params(cfg):
 
 
 def device_bytes(device_id):
-    from agent.device import _device_id
-    return _device_id(device_id)
+    from agent.device import device_id_bytes
+    return device_id_bytes(device_id)
 
 
 def _as_double(v, lo, hi):

@@ -47,6 +47,7 @@ void es_hmac_finish(es_hmac_t *h, uint8_t out[32]);
 int es_drbg_init(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy,
                  const uint8_t *nonce, size_t n_nonce);
 int es_drbg_seeded(es_drbg_t *d, const uint8_t *seed, size_t n);
+int es_entropy_health(const uint8_t *block, size_t n, const uint8_t *previous);
 uint64_t es_below(es_drbg_t *d, uint64_t m);
 int64_t es_dlap(es_drbg_t *d, uint64_t num, uint64_t den);
 void es_derive_params(const uint8_t *seed, size_t n, uint16_t *out, uint32_t count);

@@ -84,6 +84,25 @@ def test_qemu_reports_a_failing_run(qemu):
         run_qemu(cfg, np.zeros((3, 1)), seed=b"x")
 
 
+def test_qemu_without_seed_seeds_from_the_board_through_the_health_tests(qemu, monkeypatch):
+    """Without a seed the harness seeds as a device does: es_drbg_platform reads
+    the board's entropy hook (entropy.bin, fresh host bytes per run) and runs the
+    health tests. Given fixed bytes, its frame is the cffi core's seeded from the
+    same entropy and nonce; a stuck or short source is refused (exit 15)."""
+    import hashlib
+    import numpy as np
+    import firmware_shims.entropy
+    from host_tools.qemu_runtime import ENTROPY_FILE_BYTES, run_qemu
+    cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["c0"])
+    data = np.arange(40).reshape(40, 1) % 11
+    board = b"".join(hashlib.sha256(b"board %d" % i).digest() for i in range(2))[:ENTROPY_FILE_BYTES]
+    monkeypatch.setattr(firmware_shims.entropy, "gather", lambda: (board[:48], board[48:]))
+    assert run_qemu(cfg, data, entropy=board) == native.run_native(cfg, data)
+    for bad in (bytes(ENTROPY_FILE_BYTES), board[:ENTROPY_FILE_BYTES - 1]):
+        with pytest.raises(InputError, match="exit 15.*drbg failed"):
+            run_qemu(cfg, data, entropy=bad)
+
+
 def _combo():
     name, cfg, data, seed, key = next(c for c in CASES if c[0] == "combo-float-tag")
     return with_names(cfg, ["c0", "c1", "c2"])

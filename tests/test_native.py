@@ -146,6 +146,84 @@ def test_platform_entropy_gives_fresh_noise():
     assert native.NativeAgent(cfg).release() != native.NativeAgent(cfg).release()
 
 
+def _health_blocks():
+    """Blocks on both sides of every start-up health test: the cases the tests
+    name, then 4000 drawn near their edges (few values, periods, steps), fixed seed."""
+    import random
+    r = random.Random(20261125)
+    good = bytes(r.randrange(256) for _ in range(48))
+    out = [b"", bytes(7), bytes(16), bytes(48), good, good[:8], good[:7], bytes(range(16)),
+           bytes(range(5, 250, 7)), b"\x01\x02" * 8, bytes([9, 1, 200, 3]) * 4, good[:8] * 6, good[:8] * 2 + good[:3]]
+    for _ in range(4000):
+        n = r.randrange(0, 25)
+        kind = r.randrange(4)
+        if kind == 0:  # a small alphabet
+            alpha = [r.randrange(256) for _ in range(r.randrange(1, 7))]
+            b = [r.choice(alpha) for _ in range(n)]
+        elif kind == 1:  # periodic, period 1..9, maybe broken at one place
+            pat = [r.randrange(256) for _ in range(r.randrange(1, 10))]
+            b = [pat[i % len(pat)] for i in range(n)]
+            if b and r.random() < 0.3:
+                b[r.randrange(n)] ^= 1
+        elif kind == 2:  # steps from a small set (a counter, two interleaved, ...)
+            steps = [r.randrange(256) for _ in range(r.randrange(1, 6))]
+            b = [r.randrange(256)]
+            for _ in range(n - 1):
+                b.append((b[-1] + r.choice(steps)) & 255)
+            b = b[:n]
+        else:
+            b = [r.randrange(256) for _ in range(n)]
+        out.append(bytes(b))
+    return out
+
+
+def test_c_health_tests_refuse_exactly_what_python_refuses(ffi_lib):
+    """es_entropy_health against firmware_shims/entropy.py health_check, block by
+    block, alone and after a previous block (the same one, or another)."""
+    from firmware_shims.drbg import EntropyError
+    from firmware_shims.entropy import health_check
+    ffi, lib = ffi_lib
+
+    def python(block, previous):
+        try:
+            health_check(block, previous)
+            return 0
+        except EntropyError:
+            return native.ES_E_ENTROPY
+    blocks = _health_blocks()
+    refused = 0
+    for i, b in enumerate(blocks):
+        for prev in (None, b, blocks[i - 1] if len(blocks[i - 1]) == len(b) else None):
+            c = lib.es_entropy_health(b, len(b), ffi.NULL if prev is None else prev)
+            assert c == python(b, prev), (b.hex(), prev)
+            refused += c != 0
+    assert 2000 < refused < 10000  # both sides of the tests are exercised
+
+
+def test_c_drbg_refuses_what_the_python_agent_refuses(ffi_lib):
+    """es_drbg_init runs the health tests: 16 zero bytes (and a counter) no longer
+    seed noise, and the refused DRBG draws nothing; a seed is not tested."""
+    ffi, lib = ffi_lib
+    d = ffi.new("es_drbg_t *")
+    for bad in (bytes(16), bytes(range(48))):
+        assert lib.es_drbg_init(d, bad, len(bad), ffi.NULL, 0) == native.ES_E_ENTROPY
+        assert lib.es_below(d, 1000) == 0 and d.err == native.ES_E_ENTROPY
+    assert lib.es_drbg_seeded(d, bytes(16), 16) == native.ES_OK  # tests and simulation only
+
+
+def test_a_full_state_refuses_release():
+    """A reading refused for ES_E_FULL (2**31 - 2**29 readings) makes the state
+    unreleasable: a frame of the first readings only is not private."""
+    cfg = privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10])
+    a = native.NativeAgent(cfg, seed=b"x")
+    a.mechs[0].state.items = (1 << 31) - 1 - (1 << 29) - 1  # ES_MAX_ITEMS - 1: skips 1.6e9 readings
+    a.update((3,))
+    with pytest.raises(OverflowError):
+        a.update((3,))
+    with pytest.raises(OverflowError, match="cannot be released"):
+        a.release()
+
+
 def test_bad_configs_raise_config_error():
     cfg = privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10])
     bad = privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10])

@@ -121,6 +121,12 @@ long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
             return ES_E_NOISE;
     if (!a->n_mechs)
         return ES_E_NOISE;
+    /* a state that refused a reading for ES_E_FULL counts the first ES_MAX_ITEMS only:
+     * where the cut falls depends on the stream's length, so adding one reading could
+     * swap another out (twice the add-remove sensitivity). Never released. */
+    for (i = 0; i < a->n_mechs; i++)
+        if (a->mechs[i]->full)
+            return ES_E_FULL;
     size = payload_size(a);
     a->sealed = 1;
     for (i = 0; i < a->n_mechs; i++)

@@ -111,8 +111,10 @@ int es_cdf_count(es_cdf_t *m, const es_cdf_levels_t *lv, const uint32_t *bin)
     int st = es_mech_ready(&m->base);
     if (st != ES_OK)
         return st;
-    if (m->items >= ES_MAX_ITEMS)
+    if (m->items >= ES_MAX_ITEMS) {
+        m->base.full = 1; /* this reading is lost: the state may not be released */
         return ES_E_FULL;
+    }
     for (ch = 0; ch < c->d; ch++) /* before any count: a bin beyond K would write past the level */
         if (bin[ch] >= c->K)
             return ES_E_INPUT;

@@ -24,8 +24,10 @@ extern "C" {
 #define ES_E_CONFIG  (-1) /* invalid public parameters                           */
 #define ES_E_MEMORY  (-2) /* caller buffer too small or misaligned               */
 #define ES_E_SEALED  (-3) /* update after release: would reuse noise (rule 5)    */
-#define ES_E_FULL    (-4) /* ES_MAX_ITEMS readings counted: int32 could overflow */
-#define ES_E_ENTROPY (-5) /* DRBG refused: short entropy or reseed interval      */
+#define ES_E_FULL    (-4) /* ES_MAX_ITEMS readings counted: int32 could overflow;
+                             the state then refuses every update and its release */
+#define ES_E_ENTROPY (-5) /* DRBG refused: short entropy, a failed health test,
+                             no board entropy source, or the reseed interval    */
 #define ES_E_RANGE   (-6) /* a noise draw beyond +-2**29 (probability < e**-127) */
 #define ES_E_SINK    (-7) /* the output sink failed or the buffer is too small   */
 #define ES_E_INPUT   (-8) /* a reading the core cannot take (a bin beyond K; in
@@ -63,10 +65,33 @@ typedef struct {
     int8_t err;         /* sticky: ES_E_ENTROPY or ES_E_RANGE; draws then return 0 */
 } es_drbg_t;
 
+/* HmacDrbg(entropy, nonce): refuses (ES_E_ENTROPY, and d then refuses every draw)
+ * entropy shorter than 16 bytes or failing es_entropy_health. */
 int es_drbg_init(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy,
                  const uint8_t *nonce, size_t n_nonce);
-/* firmware_shims.drbg.seeded_source(seed): reproducible, tests/simulation only */
+/* firmware_shims.drbg.seeded_source(seed): reproducible, tests/simulation only
+ * (anyone who knows the seed can subtract the noise); no health test. */
 int es_drbg_seeded(es_drbg_t *d, const uint8_t *seed, size_t n);
+
+/* ---- entropy: the start-up health tests and the board's source (es_drbg.c) */
+#define ES_ENTROPY_BYTES 48  /* entropy input es_drbg_platform draws (firmware_shims ENTROPY_BYTES) */
+#define ES_NONCE_BYTES 16    /* then the nonce, a second draw */
+/* firmware_shims/entropy.py health_check: ES_OK, or ES_E_ENTROPY when block[0..n)
+ * is shorter than 8 bytes, has fewer than 4 distinct byte values or fewer than 4
+ * distinct byte-to-byte steps (mod 256), repeats with period 1, 2, 4 or 8, or
+ * equals previous[0..n) (previous may be NULL). Refuses exactly what Python refuses. */
+int es_entropy_health(const uint8_t *block, size_t n, const uint8_t *previous);
+/* THE BOARD'S ENTROPY HOOK: fill buf[0..n) from the platform's hardware RNG and
+ * return 0, or return nonzero when it cannot. Firmware defines it; the core's
+ * default (a weak symbol under GCC and Clang) returns failure, so a board that
+ * defines none cannot draw noise (es_drbg_platform fails closed). */
+int es_entropy_fill(uint8_t *buf, size_t n);
+/* firmware_shims.drbg.platform_source(): ES_ENTROPY_BYTES of entropy, then
+ * ES_NONCE_BYTES of nonce from es_entropy_fill, health-tested as entropy.py's
+ * gather does (the nonce also must not repeat the entropy's first 16 bytes), then
+ * es_drbg_init. ES_E_ENTROPY (and a DRBG refusing every draw) when the source
+ * fails or a test does. The device's way to seed the DRBG es_agent_init consumes. */
+int es_drbg_platform(es_drbg_t *d);
 /* Wipe d (its buffered bytes are the last draws' randomness) and make it refuse
  * every further draw (err = ES_E_ENTROPY). */
 void es_drbg_retire(es_drbg_t *d);
@@ -136,12 +161,14 @@ struct es_mech {
     uint8_t factor;  /* noise scale factor: 1 add-remove, 2 replace */
     uint8_t sealed;  /* set at release: updates then return ES_E_SEALED */
     uint8_t noised;  /* set by es_agent_init once this state's noise is drawn */
+    uint8_t full;    /* set when a reading was refused with ES_E_FULL: no release */
 };
 
-/* ES_OK when a state may count a reading: noised (privacy rule 2) and not sealed (rule 5) */
+/* ES_OK when a state may count a reading: noised (privacy rule 2), not sealed
+ * (rule 5) and not full (it already dropped a reading) */
 static inline int es_mech_ready(const es_mech_t *m)
 {
-    return m->sealed ? ES_E_SEALED : m->noised ? ES_OK : ES_E_NOISE;
+    return m->sealed ? ES_E_SEALED : m->full ? ES_E_FULL : m->noised ? ES_OK : ES_E_NOISE;
 }
 
 /* Budget numerators and denominators, as agent/spec.py MAX_Q: every noise scale
@@ -177,7 +204,10 @@ static inline int es_f64_bounds_ok(const double *lo, const double *hi, unsigned 
 int es_mech_init(es_mech_t *m, size_t state_size, const es_mech_ops_t *ops, uint8_t factor,
                  void *mem, size_t size, size_t need);
 
-/* counters hold |noise| < 2**29 plus at most one unit per reading */
+/* counters hold |noise| < 2**29 plus at most one unit per reading. A PrivHP or
+ * CDF state refuses the reading beyond ES_MAX_ITEMS with ES_E_FULL and is then
+ * marked full: a frame of only the first ES_MAX_ITEMS readings would cut the
+ * stream at a place set by its (private) length, so es_agent_release refuses it. */
 #define ES_MAX_ITEMS ((uint32_t)0x7FFFFFFF - (uint32_t)ES_NOISE_LIMIT)
 #define ES_MAX_CHANNELS 16
 
@@ -332,7 +362,8 @@ int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8
                   es_drbg_t *rng);
 size_t es_agent_frame_size(const es_agent_t *a);
 /* Seal and stream the frame to sink; returns its length or a negative status
- * (ES_E_NOISE, and nothing written, unless every state was noised). */
+ * (ES_E_NOISE, and nothing written, unless every state was noised; ES_E_FULL,
+ * and nothing written, when a state refused a reading for ES_E_FULL). */
 long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx);
 /* Seal and write the frame into out[0..cap); returns its length or a status. */
 long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap);

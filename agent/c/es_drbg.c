@@ -1,7 +1,10 @@
 /* HMAC_DRBG with SHA-256 (NIST SP 800-90A 10.1.2) and the byte source of the
  * noise sampler, byte for byte as firmware_shims/drbg.py: 64-byte generate
  * requests, bytes consumed in order, exact rejection sampling in es_below.
- * The draw order is part of the cross-runtime contract. */
+ * The draw order is part of the cross-runtime contract. Seeding: es_drbg_platform
+ * (the board's es_entropy_fill) and es_drbg_init (entropy the caller gathered)
+ * pass firmware_shims/entropy.py's start-up health tests; es_drbg_seeded is for
+ * tests and simulation only. */
 #include <string.h>
 
 #include "es_core.h"
@@ -36,18 +39,60 @@ static void update(es_drbg_t *d, const uint8_t *a, size_t na, const uint8_t *b, 
         step(d, 1, a, na, b, nb, c, nc);
 }
 
-int es_drbg_init(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy, const uint8_t *nonce,
-                 size_t n_nonce)
+/* d refuses every draw from now on */
+static int refuse(es_drbg_t *d)
+{
+    es_wipe(d, sizeof *d);
+    d->err = ES_E_ENTROPY;
+    d->pos = 64;
+    return ES_E_ENTROPY;
+}
+
+/* the instantiate of HmacDrbg.__init__, for entropy already checked */
+static int instantiate(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy, const uint8_t *nonce,
+                       size_t n_nonce)
 {
     memset(d, 0, sizeof *d);
     d->pos = 64;
-    if (n_entropy < 16) {
-        d->err = ES_E_ENTROPY;
-        return ES_E_ENTROPY;
-    }
     memset(d->v, 1, 32);
     update(d, entropy, n_entropy, nonce, n_nonce, PERS, sizeof PERS - 1);
     return ES_OK;
+}
+
+int es_entropy_health(const uint8_t *b, size_t n, const uint8_t *previous)
+{
+    uint32_t seen[8] = {0}, steps[8] = {0}; /* bitmaps of byte values and steps */
+    unsigned distinct = 0, nsteps = 0;
+    size_t i, period;
+    if (!b || n < 8)
+        return ES_E_ENTROPY;
+    for (i = 0; i < n; i++) {
+        uint8_t s = (uint8_t)(b[i] - b[i ? i - 1 : 0]);
+        if (!(seen[b[i] >> 5] >> (b[i] & 31) & 1)) {
+            seen[b[i] >> 5] |= 1UL << (b[i] & 31);
+            distinct++;
+        }
+        if (i && !(steps[s >> 5] >> (s & 31) & 1)) {
+            steps[s >> 5] |= 1UL << (s & 31);
+            nsteps++;
+        }
+    }
+    if (distinct < 4 || nsteps < 4)
+        return ES_E_ENTROPY;
+    for (period = 1; period <= 8; period <<= 1)
+        if (period < n && memcmp(b + period, b, n - period) == 0)
+            return ES_E_ENTROPY;
+    if (previous && memcmp(previous, b, n) == 0)
+        return ES_E_ENTROPY;
+    return ES_OK;
+}
+
+int es_drbg_init(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy, const uint8_t *nonce,
+                 size_t n_nonce)
+{
+    if (n_entropy < 16 || es_entropy_health(entropy, n_entropy, NULL) != ES_OK)
+        return refuse(d);
+    return instantiate(d, entropy, n_entropy, nonce, n_nonce);
 }
 
 int es_drbg_seeded(es_drbg_t *d, const uint8_t *seed, size_t n)
@@ -56,11 +101,38 @@ int es_drbg_seeded(es_drbg_t *d, const uint8_t *seed, size_t n)
     uint8_t material[16];
     size_t i;
     if (n >= 16)
-        return es_drbg_init(d, seed, n, nonce, sizeof nonce - 1);
+        return instantiate(d, seed, n, nonce, sizeof nonce - 1);
     /* short seeds are padded with copies of their length byte (drbg.py) */
     for (i = 0; i < 16; i++)
         material[i] = i < n ? seed[i] : (uint8_t)n;
-    return es_drbg_init(d, material, 16, nonce, sizeof nonce - 1);
+    return instantiate(d, material, 16, nonce, sizeof nonce - 1);
+}
+
+#ifdef __GNUC__
+/* No entropy source until the board defines es_entropy_fill (a strong symbol
+ * replaces this one): without it no noise can be drawn. */
+__attribute__((weak)) int es_entropy_fill(uint8_t *buf, size_t n)
+{
+    (void)buf;
+    (void)n;
+    return -1;
+}
+#endif
+
+int es_drbg_platform(es_drbg_t *d)
+{
+    /* entropy.py gather: the entropy block, then the nonce, each health-tested;
+     * the nonce must not repeat the entropy's first 16 bytes */
+    uint8_t entropy[ES_ENTROPY_BYTES], nonce[ES_NONCE_BYTES];
+    int st = ES_E_ENTROPY;
+    if (es_entropy_fill(entropy, sizeof entropy) == 0 &&
+        es_entropy_health(entropy, sizeof entropy, NULL) == ES_OK &&
+        es_entropy_fill(nonce, sizeof nonce) == 0 &&
+        es_entropy_health(nonce, sizeof nonce, entropy) == ES_OK)
+        st = es_drbg_init(d, entropy, sizeof entropy, nonce, sizeof nonce);
+    es_wipe(entropy, sizeof entropy); /* the DRBG's seed material */
+    es_wipe(nonce, sizeof nonce);
+    return st == ES_OK ? ES_OK : refuse(d);
 }
 
 static void generate(es_drbg_t *d)
@@ -124,7 +196,5 @@ void es_wipe(void *p, size_t n)
 
 void es_drbg_retire(es_drbg_t *d)
 {
-    es_wipe(d, sizeof *d);
-    d->err = ES_E_ENTROPY; /* sticky: a wiped DRBG must not look like a fresh one */
-    d->pos = 64;
+    refuse(d); /* sticky: a wiped DRBG must not look like a fresh one */
 }

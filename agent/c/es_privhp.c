@@ -130,8 +130,10 @@ int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped)
     int st = es_mech_ready(&m->base);
     if (st != ES_OK)
         return st;
-    if (m->items >= ES_MAX_ITEMS)
+    if (m->items >= ES_MAX_ITEMS) {
+        m->base.full = 1; /* this reading is lost: the state may not be released */
         return ES_E_FULL;
+    }
     m->items++;
     if (clamped && c->clamp_p)
         m->clamp++;

@@ -68,6 +68,102 @@ static void test_below_is_in_range_and_drbg_fails_closed(void)
     CHECK(es_below(&d, 1) == 0);
 }
 
+/* 32 random-looking bytes: SHA-256 of (tag, i) */
+static void sha_block(uint8_t *out, const char *tag, unsigned i)
+{
+    es_sha256_t c;
+    uint8_t b = (uint8_t)i;
+    es_sha256_init(&c);
+    es_sha256_update(&c, (const uint8_t *)tag, strlen(tag));
+    es_sha256_update(&c, &b, 1);
+    es_sha256_final(&c, out);
+}
+
+/* the board's entropy source for these tests (es_core.h es_entropy_fill): a strong
+ * symbol replacing the core's weak default, serving board_bytes in order */
+static uint8_t board_bytes[128];
+static size_t board_pos, board_len;
+int es_entropy_fill(uint8_t *buf, size_t n)
+{
+    if (n > board_len - board_pos)
+        return -1; /* the source failed */
+    memcpy(buf, board_bytes + board_pos, n);
+    board_pos += n;
+    return 0;
+}
+
+static void board(const uint8_t *bytes, size_t n)
+{
+    memcpy(board_bytes, bytes, n);
+    board_pos = 0;
+    board_len = n;
+}
+
+/* firmware_shims/entropy.py health_check, case by case (tests/test_native.py checks
+ * the two agree on thousands of blocks); es_drbg_init refuses what it refuses */
+static void test_entropy_health_tests(void)
+{
+    uint8_t good[64], bad[48], prev[16];
+    es_drbg_t d;
+    unsigned i;
+    sha_block(good, "health", 0);
+    sha_block(good + 32, "health", 1);
+    CHECK(es_entropy_health(good, 48, NULL) == ES_OK && es_entropy_health(good, 8, NULL) == ES_OK);
+    CHECK(es_entropy_health(good, 7, NULL) == ES_E_ENTROPY); /* too short */
+    memset(bad, 0, sizeof bad);
+    CHECK(es_entropy_health(bad, 16, NULL) == ES_E_ENTROPY); /* stuck */
+    CHECK(es_drbg_init(&d, bad, 16, NULL, 0) == ES_E_ENTROPY && es_below(&d, 1000) == 0 &&
+          d.err == ES_E_ENTROPY);
+    for (i = 0; i < 48; i++)
+        bad[i] = (uint8_t)(7 * i + 3); /* a counter: one step */
+    CHECK(es_entropy_health(bad, 48, NULL) == ES_E_ENTROPY && es_drbg_init(&d, bad, 48, NULL, 0) == ES_E_ENTROPY);
+    for (i = 0; i < 48; i++)
+        bad[i] = (uint8_t)(i % 3); /* three values */
+    CHECK(es_entropy_health(bad, 48, NULL) == ES_E_ENTROPY);
+    for (i = 0; i < 48; i++) /* period 8, each with 8 distinct values and steps */
+        bad[i] = good[i % 8];
+    CHECK(es_entropy_health(bad, 48, NULL) == ES_E_ENTROPY && es_entropy_health(bad, 8, NULL) == ES_OK);
+    for (i = 0; i < 48; i++)
+        bad[i] = good[i % 4];
+    CHECK(es_entropy_health(bad, 48, NULL) == ES_E_ENTROPY);
+    memcpy(prev, good, 16);
+    CHECK(es_entropy_health(good, 16, prev) == ES_E_ENTROPY); /* the same block twice */
+    CHECK(es_entropy_health(good + 16, 16, prev) == ES_OK);
+    CHECK(es_drbg_init(&d, good, 16, NULL, 0) == ES_OK && es_drbg_seeded(&d, bad, 16) == ES_OK);
+    memset(bad, 0, sizeof bad); /* a seed is no entropy: not health-tested (tests only) */
+    CHECK(es_drbg_seeded(&d, bad, 16) == ES_OK && d.err == 0);
+}
+
+/* es_drbg_platform: the board's 48 + 16 bytes, health-tested as gather does, seed
+ * the same DRBG as es_drbg_init(entropy, nonce); a broken source fails closed */
+static void test_platform_entropy(void)
+{
+    uint8_t src[64], zeros[64];
+    es_drbg_t d, e;
+    int i, same = 1;
+    sha_block(src, "board", 0);
+    sha_block(src + 32, "board", 1);
+    board(src, 64);
+    CHECK(es_drbg_platform(&d) == ES_OK && board_pos == 64);
+    CHECK(es_drbg_init(&e, src, ES_ENTROPY_BYTES, src + ES_ENTROPY_BYTES, ES_NONCE_BYTES) == ES_OK);
+    for (i = 0; i < 100; i++)
+        same &= es_below(&d, 1000003) == es_below(&e, 1000003);
+    CHECK(same && d.err == 0);
+    board(src, 63); /* the source fails on the nonce */
+    CHECK(es_drbg_platform(&d) == ES_E_ENTROPY && es_below(&d, 10) == 0 && d.err == ES_E_ENTROPY);
+    board(src, 0); /* no source: the core's default refuses the same way */
+    CHECK(es_drbg_platform(&d) == ES_E_ENTROPY && d.err == ES_E_ENTROPY);
+    memset(zeros, 0, sizeof zeros);
+    board(zeros, 64); /* stuck */
+    CHECK(es_drbg_platform(&d) == ES_E_ENTROPY && d.err == ES_E_ENTROPY);
+    memcpy(src + 48, src, 16); /* the nonce repeats the entropy's first block */
+    board(src, 64);
+    CHECK(es_drbg_platform(&d) == ES_E_ENTROPY);
+    memcpy(src + 48, zeros, 16); /* a stuck nonce */
+    board(src, 64);
+    CHECK(es_drbg_platform(&d) == ES_E_ENTROPY);
+}
+
 static void test_memory_sizes_and_layout_errors(void)
 {
     static uint32_t mem[(ES_CFG_M0_MEM_BYTES + 3) / 4 + 1];
@@ -189,6 +285,40 @@ static void test_agent_lifecycle(void)
     CHECK(es_profile_update_i32(&es_dev_m2, x, 1) == ES_E_NOISE);
 }
 
+/* A state that refused a reading with ES_E_FULL holds only the first ES_MAX_ITEMS:
+ * it refuses every further update and its release, and writes nothing; exactly
+ * ES_MAX_ITEMS readings (none refused) still release. */
+static int full_epoch(es_agent_t *a, uint32_t items)
+{
+    es_drbg_t d;
+    int st = es_dev_init();
+    es_drbg_seeded(&d, (const uint8_t *)"full", 4);
+    if (st == ES_OK)
+        st = es_agent_init(a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+                           (const uint8_t *)"unit", 4, 0, 0, NULL, 0, &d);
+    es_dev_m0.items = es_dev_m1.items = items; /* test only: skips 1.6e9 readings */
+    return st;
+}
+
+static void test_full_state_refuses_release(void)
+{
+    static uint8_t f[1 << 16];
+    es_agent_t a;
+    int32_t x[ES_CFG_INPUTS] = {1, 2, 3, 4};
+    CHECK(full_epoch(&a, ES_MAX_ITEMS - 1) == ES_OK);
+    CHECK(es_dev_update(x, 1) == ES_OK && es_dev_m0.items == ES_MAX_ITEMS); /* the last one that fits */
+    CHECK(es_agent_release_buf(&a, f, sizeof f) > 0);
+    CHECK(full_epoch(&a, ES_MAX_ITEMS) == ES_OK && !es_dev_m0.base.full);
+    CHECK(es_dev_update(x, 1) == ES_E_FULL && es_dev_m0.base.full); /* PrivHP refuses it */
+    es_dev_m0.items = 0; /* the mark, not the count, refuses: the lost reading stays lost */
+    CHECK(es_privhp_update_i32(&es_dev_m0, x, 1) == ES_E_FULL);
+    f[0] = 0;
+    CHECK(es_agent_release_buf(&a, f, sizeof f) == ES_E_FULL && f[0] == 0);
+    CHECK(full_epoch(&a, ES_MAX_ITEMS) == ES_OK && !es_dev_m0.base.full); /* a new epoch starts afresh */
+    CHECK(es_cdf_update_i32(&es_dev_m1, x + 2, 1) == ES_E_FULL && es_dev_m1.base.full);
+    CHECK(es_agent_release_buf(&a, f, sizeof f) == ES_E_FULL && f[0] == 0);
+}
+
 /* a failed noise draw (here: too little entropy) leaves every state unusable */
 static void test_failed_construction_fails_closed(void)
 {
@@ -258,10 +388,13 @@ int main(void)
     test_sha256_fips_vectors();
     test_hmac_rfc4231_case2();
     test_below_is_in_range_and_drbg_fails_closed();
+    test_entropy_health_tests();
+    test_platform_entropy();
     test_memory_sizes_and_layout_errors();
     test_cdf_counts_are_exact();
     test_profile_saturates_and_ignores_outside_ids();
     test_agent_lifecycle();
+    test_full_state_refuses_release();
     test_failed_construction_fails_closed();
     test_invalid_configs_are_refused();
     test_scale_cap();
