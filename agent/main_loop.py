@@ -7,18 +7,75 @@ the config's epsilon (docs/privacy.md).
 
 The optional "device" block of device.json drives it:
 
-    "device": {"id": "gw-17", "adc_pins": [26, 27], "sample_ms": 1000,
+    "device": {"credentials": "device.key", "adc_pins": [26, 27], "sample_ms": 1000,
                "release_ms": 3600000, "out": "frames.bin",
                "state": "state.bin", "lifetime_epsilon": [30, 1]}
 
-With "state" the loop runs through agent/ledger.py: noise and counters persist
-in that file (checkpointed every "checkpoint_every" readings, default only at
-the start and at the release of a window), every release is charged to the
-ledger and the loop stops when the next release would exceed
-"lifetime_epsilon". After a reboot a released-but-unsent window is resent
-byte-identically, and an unreleased one continues with its own noise.
+"credentials" names a file on the device, never in the public config, holding
+its identity: {"id": "gw-17", "key": "<64 hex digits>"} (the key of that id in
+the fleet keyring). With it frames are tagged; without it the id is "id"
+(default "device") and frames are untagged.
+
+With "state" the loop runs through agent/ledger.py and the device must be
+provisioned: "credentials" set and ``provision()`` run once on the device
+(it writes the genesis record of the ledger). Noise and counters persist in
+that file (checkpointed every "checkpoint_every" readings, default only at the
+start and at the release of a window), every release is charged to the ledger
+and the loop stops when the next release would exceed "lifetime_epsilon".
+After a reboot a released-but-unsent window is resent byte-identically, and an
+unreleased one continues with its own noise. A missing, forged or rolled-back
+state record stops the device (StateError): docs/trust.md section 6.
 """
 import json
+
+
+def identity(dev):
+    """``(device id, key or None)`` of a "device" block: from the credentials
+    file it names, else ``(dev["id"] or "device", None)``. ConfigError for a
+    malformed credentials file or an "id" that contradicts it."""
+    path = dev.get("credentials")
+    if path is None:
+        return dev.get("id", "device"), None
+    import binascii
+    from agent.errors import ConfigError
+    with open(path) as fh:
+        try:
+            cred = json.load(fh)
+        except ValueError:
+            cred = None
+    try:
+        device_id, key = cred["id"], binascii.unhexlify(cred["key"])
+    except (TypeError, KeyError, ValueError):
+        device_id, key = None, b""
+    if not isinstance(device_id, str) or len(key) != 32:
+        raise ConfigError('%s: credentials must be {"id": ..., "key": "<64 hex digits>"}' % path)
+    if dev.get("id", device_id) != device_id:
+        raise ConfigError("device.id %r contradicts the credentials' id %r" % (dev["id"], device_id))
+    return device_id, key
+
+
+def _ledgered(cfg):
+    from agent.errors import ConfigError
+    dev = cfg.get("device", {})
+    device_id, key = identity(dev)
+    if key is None:
+        raise ConfigError("device.state needs device.credentials: an unauthenticated ledger can be reset "
+                          "by anyone who can write the filesystem")
+    return dev["state"], device_id, key
+
+
+def provision(config_path="device.json"):
+    """Start the identity in the credentials file: write its genesis record.
+
+    Once per identity, on the device, after copying its credentials file, e.g.
+    ``mpremote exec "import agent.main_loop as m; m.provision()"``. Refuses
+    when a state file exists (agent.ledger.provision).
+    """
+    from agent import ledger
+    with open(config_path) as fh:
+        cfg = json.load(fh)
+    path, device_id, key = _ledgered(cfg)
+    ledger.provision(cfg, path, device_id, key)
 
 
 def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epochs=None):
@@ -33,9 +90,15 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
     with open(config_path) as fh:
         cfg = json.load(fh)
     dev = cfg.get("device", {})
-    device_id = dev.get("id", "device")
     sample_ms = dev.get("sample_ms", 1000)
     release_ms = dev.get("release_ms", 3600000)
+    d = None
+    if dev.get("state"):  # before the sensors and the out file: a device that must not run stops here
+        from agent.ledger import Device
+        path, device_id, key = _ledgered(cfg)
+        d = Device(cfg, path, device_id, key)
+    else:
+        device_id, key = identity(dev)
     if sensor is None:
         from firmware_shims.sensors import AdcSensor
         sensor = AdcSensor(dev.get("adc_pins", [26]))
@@ -48,35 +111,32 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
 
         def sink(buf, n):
             out.write(buf if n == len(buf) else memoryview(buf)[:n])
-    if dev.get("state"):
-        released = _run_ledgered(cfg, dev, device_id, sensor, clock, sink, sample_ms, release_ms, max_epochs)
+    try:
+        if d is not None:
+            return _run_ledgered(d, dev.get("checkpoint_every", 0), sensor, clock, sink, sample_ms, release_ms,
+                                 max_epochs)
+        epoch = dev.get("first_epoch", 0)
+        released = 0
+        reading = sensor.read()
+        while reading is not None and (max_epochs is None or released < max_epochs):
+            a = agent.Agent(cfg, device_id=device_id, epoch=epoch, key=key)
+            start = clock.now()
+            while reading is not None and clock.elapsed(start) < release_ms:
+                a.update(reading)
+                clock.wait(sample_ms)
+                reading = sensor.read()
+            a.release(sink)
+            a = None
+            released += 1
+            epoch += 1
+        return released
+    finally:
         if out is not None:
             out.close()
-        return released
-    epoch = dev.get("first_epoch", 0)
-    released = 0
-    reading = sensor.read()
-    while reading is not None and (max_epochs is None or released < max_epochs):
-        a = agent.Agent(cfg, device_id=device_id, epoch=epoch)
-        start = clock.now()
-        while reading is not None and clock.elapsed(start) < release_ms:
-            a.update(reading)
-            clock.wait(sample_ms)
-            reading = sensor.read()
-        a.release(sink)
-        a = None
-        released += 1
-        epoch += 1
-    if out is not None:
-        out.close()
-    return released
 
 
-def _run_ledgered(cfg, dev, device_id, sensor, clock, sink, sample_ms, release_ms, max_epochs):
+def _run_ledgered(d, every, sensor, clock, sink, sample_ms, release_ms, max_epochs):
     from agent.errors import BudgetError
-    from agent.ledger import Device
-    d = Device(cfg, dev["state"], device_id=device_id)
-    every = dev.get("checkpoint_every", 0)
     released = 0
     if d.sealed:  # rebooted after a release: resend it (free), then a new window
         d.release(sink)

@@ -1,15 +1,27 @@
 """The device's persisted state: noisy counters, release counters and the ledger.
 
-One record per file, replaced atomically through firmware_shims/fs.py:
+One authenticated record per file, replaced atomically through firmware_shims/fs.py:
 
-    b"ESS1" | uint32 LE header length | header JSON | counter arrays | SHA-256
+    b"ESS2" | uint32 LE header length | header JSON | counter arrays | tag
 
-The header holds the config fingerprint, device id, epoch, seq, whether the
-state is sealed (released), the ledger (epsilon spent as a fraction, releases)
-and each mechanism's clamp counter; then every mechanism's counter arrays in
-wire order, raw in the device's own byte order; then SHA-256 of all bytes
-before it. A record whose digest does not match is ignored, so a torn write
-reads as the previous record (fs.candidates).
+The tag is HMAC-SHA256 over every byte before it, under the state key
+``HMAC-SHA256(device key, b"edgesynth-state-v1")`` (``state_key``): only a
+holder of the device key can make a record the device accepts, and the label
+keeps state tags apart from frame tags (HMAC under the device key itself over
+a frame, which starts with byte 0x94). The header holds:
+
+* ``ctr``: the record's number, 1, 2, 3, ... (agent/ledger.py keeps the
+  platform monotonic counter in step and refuses a record below it);
+* ``fp``: the config fingerprint, or null in the genesis record written at
+  provisioning, which holds no window yet; ``order``: the byte order of the
+  counter arrays;
+* ``device``, ``epoch``, ``seq``, ``sealed`` (1 once the window was released);
+* the ledger: ``budget`` (lifetime epsilon fixed at provisioning), ``spent``
+  (a fraction) and ``releases``; ``clamp``: each mechanism's clamp counter.
+
+Then every mechanism's counter arrays in wire order, raw in the device's own
+byte order. ``ESS1`` records (SHA-256 instead of the tag, no counter) are
+refused: anyone could rewrite them.
 
 Persisting noisy counters is safe: they are private at rest (noise at birth,
 docs/privacy.md section 5). What persistence prevents is the unsafe case: a
@@ -23,13 +35,23 @@ import os
 import sys
 
 from firmware_shims import fs
+from firmware_shims.hmac256 import hmac_sha256
 
-MAGIC = b"ESS1"
-CHUNK = 256  # bytes of the buffer used to skip counters of a stale config
+MAGIC = b"ESS2"
+OLD_MAGIC = b"ESS1"
+STATE_KEY_LABEL = b"edgesynth-state-v1"
+TAG = 32           # bytes of the HMAC-SHA256 tag
+MAX_HEADER = 4096  # bytes
+CHUNK = 256        # bytes of the buffer used to skip counters while verifying
 
 
 class StateError(Exception):
-    """The persisted state exists but no copy of it is valid."""
+    """The persisted state is missing, stale, forged or damaged: the device must not run."""
+
+
+def state_key(key):
+    """The 32-byte key that authenticates state records, from the device key."""
+    return hmac_sha256(key, STATE_KEY_LABEL)
 
 
 def _canon(v, out):
@@ -60,76 +82,101 @@ def fingerprint(cfg):
     return "".join("%02x" % b for b in hashlib.sha256("".join(out).encode()).digest())
 
 
-def save(path, agent, ledger, fp):
-    """Write ``agent``'s state and ``ledger`` atomically to ``path``."""
-    hdr = {"fp": fp, "order": sys.byteorder, "device": agent.device_id.decode(), "epoch": agent.epoch,
-           "seq": agent.seq, "sealed": 1 if agent.sealed else 0, "spent": [ledger.spent[0], ledger.spent[1]],
-           "releases": ledger.releases, "clamp": [getattr(m, "clamp", None) for m in agent.mechs]}
+def _header(ctr, ledger, fp, device_id, epoch, seq, sealed, clamp):
+    return {"ctr": ctr, "fp": fp, "order": sys.byteorder, "device": device_id, "epoch": epoch, "seq": seq,
+            "sealed": sealed, "budget": [ledger.budget[0], ledger.budget[1]],
+            "spent": [ledger.spent[0], ledger.spent[1]], "releases": ledger.releases, "clamp": clamp}
+
+
+def save(path, mac, ctr, ledger, agent, fp):
+    """Write record number ``ctr``: ``agent``'s window and ``ledger``, tagged
+    with ``mac`` (an HMAC256 under ``state_key``), atomically to ``path``."""
+    hdr = _header(ctr, ledger, fp, agent.device_id.decode(), agent.epoch, agent.seq, 1 if agent.sealed else 0,
+                  [getattr(m, "clamp", None) for m in agent.mechs])
+    _write(path, mac, hdr, agent.mechs)
+
+
+def save_genesis(path, mac, ctr, ledger, device_id, epoch):
+    """Write the genesis record of a provisioned identity: ``ledger``, no window;
+    the first window will be ``epoch`` with seq 0."""
+    _write(path, mac, _header(ctr, ledger, None, device_id, epoch, 0, 0, []), ())
+
+
+def _write(path, mac, hdr, mechs):
     head = json.dumps(hdr).encode()
 
     def write(f):
-        h = hashlib.sha256()
+        mac.start()
 
         def put(b):
-            h.update(b)
+            mac.update(b)
             f.write(b)
         put(MAGIC)
         put(len(head).to_bytes(4, "little"))
         put(head)
-        for m in agent.mechs:
+        for m in mechs:
             for arr in m.counters():
                 put(arr)
-        f.write(h.digest())
+        f.write(mac.finish())
     fs.write_atomic(path, write)
 
 
-def _read_exact(f, n, h):
+def _read_exact(f, n, mac):
     b = f.read(n)
     if b is None or len(b) != n:
         raise StateError("record truncated")
-    h.update(b)
+    mac.update(b)
     return b
 
 
-def _load_one(path, cfg, fp, key):
-    import agent as agent_mod
+def _head(f, mac):
+    # magic, length and header of an open record, fed to a fresh tag computation
+    mac.start()
+    magic = _read_exact(f, 4, mac)
+    if magic == OLD_MAGIC:
+        raise StateError("record format ESS1 is no longer accepted: it is not authenticated "
+                         "(re-provision the device under a new identity)")
+    if magic != MAGIC:
+        raise StateError("not a state record")
+    n = int.from_bytes(_read_exact(f, 4, mac), "little")
+    if n > MAX_HEADER:
+        raise StateError("header too long")
+    try:
+        hdr = json.loads(_read_exact(f, n, mac).decode())
+    except ValueError:
+        raise StateError("header is not JSON")
+    if not isinstance(hdr, dict):
+        raise StateError("header is not an object")
+    return n, hdr
+
+
+def _check_tag(f, mac):
+    got = f.read(TAG)
+    want = mac.finish()
+    diff = 0 if got is not None and len(got) == TAG else 1
+    if not diff:
+        for i in range(TAG):  # no early exit: the comparison takes the same time for every tag
+            diff |= got[i] ^ want[i]
+    if diff:
+        raise StateError("record is not authenticated by this device's key (forged, damaged or another device's)")
+
+
+def _verify(path, mac):
     f = open(path, "rb")
     try:
-        h = hashlib.sha256()
-        if _read_exact(f, 4, h) != MAGIC:
-            raise StateError("not a state record")
-        n = int.from_bytes(_read_exact(f, 4, h), "little")
-        if n > 4096:
-            raise StateError("header too long")
-        try:
-            hdr = json.loads(_read_exact(f, n, h).decode())
-        except ValueError:
-            raise StateError("header is not JSON")
-        a = None
-        if hdr.get("fp") == fp and hdr.get("order") == sys.byteorder:
-            def fill(mechs):
-                clamps = hdr["clamp"]
-                for i in range(len(mechs)):
-                    for arr in mechs[i].counters():
-                        f.readinto(arr)
-                        h.update(arr)
-                    if clamps[i] is not None:
-                        mechs[i].clamp = clamps[i]
-            a = agent_mod.Agent(cfg, device_id=hdr["device"], epoch=hdr["epoch"], seq=hdr["seq"], key=key,
-                                restore=fill)
-        else:  # another config: keep the ledger, skip (and hash) the counters
-            _skip(f, os.stat(path)[6] - 8 - n - 32, h)
-        if f.read(32) != h.digest():
-            raise StateError("record checksum does not match")
-        if a is not None and hdr["sealed"]:
-            a.release(_discard)  # seal again: the same bytes as the release it made
-        return hdr, a
+        n, hdr = _head(f, mac)
+        _skip(f, os.stat(path)[6] - 8 - n - TAG, mac)
+        _check_tag(f, mac)
     finally:
         f.close()
+    ctr = hdr.get("ctr")
+    if not isinstance(ctr, int) or ctr < 1:
+        raise StateError("record has no counter")
+    return hdr
 
 
-def _skip(f, n, h):
-    # hash n bytes through one small buffer: no allocation the size of a state
+def _skip(f, n, mac):
+    # authenticate n bytes through one small buffer: no allocation the size of a state
     if n < 0:
         raise StateError("record truncated")
     buf = bytearray(CHUNK)
@@ -138,29 +185,67 @@ def _skip(f, n, h):
         k = f.readinto(view[:min(n, CHUNK)])
         if not k:
             raise StateError("record truncated")
-        h.update(view[:k])
+        mac.update(view[:k])
         n -= k
+
+
+def newest(path, mac):
+    """``(file, header)`` of the valid record with the highest ``ctr`` among
+    ``path`` and ``path + ".tmp"`` (a power cut can leave the newer in either),
+    or None when neither file exists. Raises StateError when a file exists but
+    no copy is valid: the ledger is unknown, so the device must not run.
+    Reads the records without allocating their counters.
+    """
+    best = None
+    why = []
+    for cand in fs.candidates(path):
+        if not fs.exists(cand):
+            continue
+        try:
+            hdr = _verify(cand, mac)
+        except (StateError, ValueError, OSError) as e:
+            why.append("%s: %s" % (cand, e))
+            continue
+        if best is None or hdr["ctr"] > best[1]["ctr"]:
+            best = (cand, hdr)
+    if best is None and why:
+        raise StateError("no valid copy of the device state (%s); refusing to start with an unknown ledger"
+                         % "; ".join(why))
+    return best
+
+
+def restore(path, hdr, cfg, fp, mac, key=None):
+    """The agent of the record ``hdr`` that ``newest`` found in ``path``, its
+    noise and counters restored (sealed again if it was released), or None when
+    the record holds no window of this config (the genesis record, or another
+    config's window: its counters are dropped, its ledger kept). The record is
+    authenticated again as it is read; StateError if it changed meanwhile.
+    """
+    if hdr["fp"] != fp or hdr["order"] != sys.byteorder:
+        return None
+    import agent as agent_mod
+    f = open(path, "rb")
+    try:
+        if _head(f, mac)[1] != hdr:
+            raise StateError("%s changed while it was read" % path)
+
+        def fill(mechs):
+            clamps = hdr["clamp"]
+            for i in range(len(mechs)):
+                for arr in mechs[i].counters():
+                    f.readinto(arr)
+                    mac.update(arr)
+                if clamps[i] is not None:
+                    mechs[i].clamp = clamps[i]
+        a = agent_mod.Agent(cfg, device_id=hdr["device"], epoch=hdr["epoch"], seq=hdr["seq"], key=key,
+                            restore=fill)
+        _check_tag(f, mac)
+    finally:
+        f.close()
+    if hdr["sealed"]:
+        a.release(_discard)  # seal again: the same bytes as the release it made
+    return a
 
 
 def _discard(buf, n):
     pass
-
-
-def load(path, cfg, fp, key=None):
-    """``(header, agent or None)`` of the newest valid record, or None when no
-    record exists. The agent is None when the record belongs to another config
-    (its counters are dropped, its ledger kept). Raises StateError when records
-    exist but none is valid: the ledger is unknown, so the device must not run.
-    """
-    seen = False
-    for cand in fs.candidates(path):
-        if not fs.exists(cand):
-            continue
-        seen = True
-        try:
-            return _load_one(cand, cfg, fp, key)
-        except (StateError, KeyError, TypeError, ValueError, OSError):
-            continue
-    if seen:
-        raise StateError("%s: no valid copy of the device state; refusing to start with an unknown ledger" % path)
-    return None

@@ -7,7 +7,7 @@ import pytest
 import agent
 import firmware_shims.drbg as drbg
 import firmware_shims.entropy as entropy
-from agent.ledger import Device
+from agent.ledger import Device, provision
 from firmware_shims.drbg import EntropyError, HmacDrbg, platform_source
 from firmware_shims.entropy import gather, health_check
 
@@ -69,9 +69,11 @@ def test_agent_and_device_refuse_to_exist_without_healthy_entropy(monkeypatch, m
     cfg = make_config()
     cfg["device"] = {"lifetime_epsilon": [5, 1]}
     state = tmp_path / "state.bin"
+    provision(cfg, str(state), "gw", bytes(32))   # the genesis record: no window, no noise yet
+    genesis = state.read_bytes()
     with pytest.raises(EntropyError):
-        Device(cfg, str(state))
-    assert not state.exists()          # nothing persisted, nothing to release
+        Device(cfg, str(state), "gw", bytes(32))
+    assert state.read_bytes() == genesis          # nothing persisted, nothing to release
     monkeypatch.setattr(entropy, "_urandom", None)   # a port without os.urandom
     with pytest.raises(EntropyError, match="no entropy source"):
         agent.Agent(make_config())
