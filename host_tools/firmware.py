@@ -40,9 +40,9 @@ COMMON = ["es_sha256.c", "es_drbg.c", "es_dlap.c", "es_msgpack.c", "es_agent.c"]
 MECHANISMS = {"privhp": ["es_privhp.c", "es_quant_i32.c", "es_hashing.c"], "cdf": ["es_cdf.c"],
               "profile": ["es_profile.c", "es_hashing.c"]}
 FLOAT = {"privhp": ["es_quant_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": []}
-ENTRY_POINTS = ("es_drbg_platform", "es_agent_init", "es_agent_release", "es_privhp_init", "es_privhp_update_i32",
-                "es_privhp_update_f64", "es_cdf_init", "es_cdf_update_i32", "es_cdf_update_f64",
-                "es_profile_init", "es_profile_update_i32")
+ENTRY_POINTS = ("es_drbg_platform", "es_agent_init", "es_agent_release", "es_privhp_init",
+                "es_privhp_update_i32", "es_privhp_update_f64", "es_cdf_init", "es_cdf_update_i32",
+                "es_cdf_update_f64", "es_profile_init", "es_profile_update_i32")
 # calls through the mechanisms' ops tables: caller -> the functions they reach
 OPS_CALLS = {"es_agent_init": re.compile(r":draw_noise$"), "es_agent.c:payload": re.compile(r":encode$")}
 STATE_TYPES = ("es_privhp_t", "es_cdf_t", "es_profile_t", "es_agent_t", "es_drbg_t")

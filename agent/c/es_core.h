@@ -353,7 +353,8 @@ typedef struct {
     es_hmac_t mac;                 /* keyed when has_key */
 } es_agent_t;
 
-/* Noise every mechanism from rng (in order) and set the envelope fields. The
+/* Noise every mechanism from rng (in order) and set the envelope fields. On a
+ * device rng is seeded by es_drbg_platform (es_drbg_seeded: tests only). The
  * DRBG is consumed: retired on return whatever the status (es_drbg_retire).
  * On failure every state stays unusable (sealed, and not noised). */
 int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
