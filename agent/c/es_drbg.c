@@ -129,7 +129,7 @@ int es_drbg_platform(es_drbg_t *d)
         es_entropy_health(entropy, sizeof entropy, NULL) == ES_OK &&
         es_entropy_fill(nonce, sizeof nonce) == 0 &&
         es_entropy_health(nonce, sizeof nonce, entropy) == ES_OK)
-        st = es_drbg_init(d, entropy, sizeof entropy, nonce, sizeof nonce);
+        st = instantiate(d, entropy, sizeof entropy, nonce, sizeof nonce);
     es_wipe(entropy, sizeof entropy); /* the DRBG's seed material */
     es_wipe(nonce, sizeof nonce);
     return st == ES_OK ? ES_OK : refuse(d);
