@@ -1,7 +1,7 @@
 """The device main loop: sample the sensors, release one frame per period.
 
 Releases follow the clock, never a count of readings: the release time is an
-output too (notes/privhp.md 7.9). Each period is one epoch with a fresh state
+output too (docs/privacy.md section 12). Each period is one epoch with a fresh state
 and fresh noise; disjoint epochs compose in parallel, so every reading keeps
 the config's epsilon (docs/privacy.md).
 
@@ -29,7 +29,7 @@ state record stops the device (StateError): docs/trust.md section 6.
 import json
 
 
-def identity(dev):
+def _identity(dev):
     """``(device id, key or None)`` of a "device" block: from the credentials
     file it names, else ``(dev["id"] or "device", None)``. ConfigError for a
     malformed credentials file or an "id" that contradicts it."""
@@ -57,7 +57,7 @@ def identity(dev):
 def _ledgered(cfg):
     from agent.errors import ConfigError
     dev = cfg.get("device", {})
-    device_id, key = identity(dev)
+    device_id, key = _identity(dev)
     if key is None:
         raise ConfigError("device.state needs device.credentials: an unauthenticated ledger can be reset "
                           "by anyone who can write the filesystem")
@@ -98,7 +98,7 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
         path, device_id, key = _ledgered(cfg)
         d = Device(cfg, path, device_id, key)
     else:
-        device_id, key = identity(dev)
+        device_id, key = _identity(dev)
     if sensor is None:
         from firmware_shims.sensors import AdcSensor
         sensor = AdcSensor(dev.get("adc_pins", [26]))
