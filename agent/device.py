@@ -60,7 +60,7 @@ class Agent:
         specs = cfg.get("mechanisms")
         if not isinstance(specs, list) or not 1 <= len(specs) <= MAX_MECHANISMS:
             raise ConfigError("config needs a list of 1..%d mechanisms" % MAX_MECHANISMS)
-        self.device_id = _device_id(device_id)
+        self.device_id = device_id_bytes(device_id)
         for name, v in (("epoch", epoch), ("seq", seq)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v >= 1 << 32:
                 raise ConfigError("%s must be an integer in [0, 2**32), got %r" % (name, v))
@@ -277,10 +277,25 @@ def _frame_size(id_len, payload, tagged):
     return 1 + 1 + len(MAGIC) + id_head + id_len + 5 + payload + (34 if tagged else 1)
 
 
-def _device_id(v):
-    if not isinstance(v, str):
+def device_id_bytes(v):
+    """The device id ``v`` (str, or the envelope's bytes) checked and as bytes.
+
+    The one rule for device ids, on the device and on the host (keys, frame
+    envelopes): 1..64 characters of A-Z a-z 0-9 . _ - :. Ids are printed in
+    ingest acks and logs, so a newline or other control character in one could
+    forge a line; raises ConfigError otherwise.
+    """
+    b = v
+    if isinstance(v, str):
+        try:
+            b = v.encode()
+        except UnicodeError:
+            b = b"\x00"  # unencodable (a lone surrogate): refused below
+    if not isinstance(b, bytes):
         raise ConfigError("device id must be a string")
-    b = v.encode()
     if not 0 < len(b) <= 64:
-        raise ConfigError("device id must be 1..64 bytes of UTF-8")
+        raise ConfigError("device id must be 1..64 characters, got %d" % len(b))
+    for c in b:
+        if not (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c in (45, 46, 58, 95)):
+            raise ConfigError("device id %r may hold only A-Z a-z 0-9 . _ - :" % (v,))
     return b

@@ -566,50 +566,63 @@ def keys_list(keyring):
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False),
-              help="SQLite store (created if missing).")
+              help="SQLite store; created only where no file exists (an existing file must be a store).")
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False),
               help="Keyring: each frame must verify under the key of its envelope's device.")
-def ingest(files, store_path, keyring):
-    """Verify frames and append them durably to the store.
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per frame on stdout: file, frame, device, epoch, seq, result, reason.")
+def ingest(files, store_path, keyring, as_json):
+    """Verify frames and append them durably to the store, in any order.
 
     Prints "ack FILE frame I DEVICE EPOCH SEQ stored|duplicate" after each
-    frame's commit, and one stderr line "FILE: frame I: reason" per rejected
-    frame (bad tag or bytes, replay, rollback, conflict). Exit 0 iff every
-    frame was stored or was a duplicate, else 2.
+    frame's commit (FILE and DEVICE %-escaped, so one frame is one line), and
+    one stderr line "FILE: frame I: reason" per frame not stored: bad tag or
+    bytes, or a conflict (another frame of a stored device and epoch, kept
+    aside in the store). Exit 0 iff every frame was stored or was a
+    duplicate, else 2.
     """
     from host_tools.ingest import ingest as run_ingest
     from host_tools.keys import load
     from host_tools.store import Store
     ring = load(keyring)
 
-    def ack(line):
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    def report(r):
+        if as_json or r.acked:
+            sys.stdout.write((r.json() if as_json else r.text()) + "\n")
+            sys.stdout.flush()
+        else:
+            click.echo(r.text(), err=True)
 
-    with Store(store_path) as st:
-        out = run_ingest(st, files, ring.key_for, ack, lambda line: click.echo(line, err=True))
-    click.echo("%d stored, %d duplicate(s), %d rejected" % (out.stored, out.duplicates, out.rejected), err=True)
+    with Store(store_path, create=True) as st:
+        out = run_ingest(st, files, ring.key_for, report)
+    click.echo(out.summary(), err=True)
     return 0 if out.ok else 2
 
 
 @main.group()
 def store():
-    """Inspect an ingest store."""
+    """Inspect an ingest store (read-only)."""
 
 
 @store.command("stats")
 @click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def store_stats(store_path, as_json):
-    """Frames, devices and configurations held by a store."""
+    """Frames, devices and configurations held by a store, and the conflicts kept aside."""
+    from host_tools.ingest import shown
     from host_tools.store import Store
-    with Store(store_path, create=False) as st:
+    with Store(store_path) as st:
         s = st.stats()
+        conflicts = st.conflicts()
     if as_json:
-        _echo_json(s)
-    else:
-        click.echo("%s: %d frame(s) from %d device(s), %d configuration(s), %d bytes"
-                   % (store_path, s["frames"], s["devices"], len(s["configs"]), s["bytes"]))
+        _echo_json(dict(s, conflict_frames=[dict(zip(("device", "epoch", "seq", "digest"), c))
+                                        for c in conflicts]))
+        return
+    click.echo("%s: %d frame(s) from %d device(s), %d configuration(s), %d bytes, %d conflict(s)"
+               % (store_path, s["frames"], s["devices"], len(s["configs"]), s["bytes"], s["conflicts"]))
+    for dev, epoch, seq, digest in conflicts:
+        click.echo("conflict: device %s epoch %d seq %d payload sha256 %s (kept aside, not merged)"
+                   % (shown(dev), epoch, seq, digest))
 
 
 # ------------------------------------------------------------ bundle, deploy

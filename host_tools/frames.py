@@ -13,6 +13,8 @@ import struct
 import msgpack
 
 from host_tools.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
+from agent.device import device_id_bytes
+from agent.errors import ConfigError
 from agent.privhp_build import MAX_COUNTERS
 from host_tools.cdf_wire import CDFState
 from host_tools.privhp_wire import PrivHPState
@@ -85,9 +87,9 @@ def split_envelope(buf, pos=0):
         raise BadEnvelope("device id length %d is outside 1..%d" % (n, MAX_DEVICE_ID))
     _need(buf, p, n)
     try:
-        device = bytes(buf[p:p + n]).decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadEnvelope("device id is not UTF-8")
+        device = device_id_bytes(bytes(buf[p:p + n])).decode()
+    except ConfigError as e:
+        raise BadEnvelope(str(e))
     p += n
     _need(buf, p, 5)
     if buf[p] != 0xC6:

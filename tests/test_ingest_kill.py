@@ -79,7 +79,7 @@ def _run_killed(cmd, delay):
 
 def check_store(db, acked):
     """Open the store as a fresh process would; returns the stored keys."""
-    with Store(db, create=False) as st:
+    with Store(db) as st:  # read-only, as `store stats` opens it
         assert st.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         keys = set(st.keys())
     lost = acked - keys

@@ -2,14 +2,17 @@
 import json
 import os
 import stat
+import threading
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import agent
 import host_tools.frames as frames_mod
+from agent.errors import ConfigError
 from host_tools.cli import main
-from host_tools.errors import BadTag, InputError
+from host_tools.errors import BadEnvelope, BadTag, InputError
 from host_tools.frames import parse_frame, read_frames
 from host_tools.keys import load, new_key
 from tests.test_frames import envelope
@@ -61,8 +64,24 @@ def test_keyring_readable_by_others_or_malformed_is_refused(tmp_path):
     ring.write_text('{"format": 1, "keys": {"d": "abcd"}}')
     with pytest.raises(InputError, match="not 32 bytes"):
         load(str(ring))
-    with pytest.raises(InputError, match="1..64 bytes"):
+    with pytest.raises(InputError, match="1..64 characters"):
         new_key(str(tmp_path / "r2.json"), "x" * 65)
+
+
+def test_device_ids_are_one_safe_token_everywhere(tmp_path, make_config):
+    """A device id is printed in ack lines: keys, the agent and the envelope
+    decoder all apply agent.device.device_id_bytes (A-Z a-z 0-9 . _ - :)."""
+    ring = tmp_path / "ring.json"
+    for bad in ("a\nack x frame 0 a 0 0 stored", "gw 1", "gw\u2028", "caf\u00e9", "a/b", ""):
+        code, out, err = run("keys", "new", bad, "--keyring", ring)
+        assert code == 2 and "device id" in err and len(err.splitlines()) == 1, (bad, err)
+        with pytest.raises(ConfigError, match="device id"):
+            agent.Agent(make_config(), seed=b"s" * 16, device_id=bad)
+    assert not ring.exists()
+    assert run("keys", "new", "gw-17.b_2:x", "--keyring", ring)[0] == 0
+    key = b"K" * 32
+    with pytest.raises(BadEnvelope, match="may hold only"):      # tagged, so it reaches the id check
+        parse_frame(envelope(b"\x80", device=b"a\nack", key=key), key_for=lambda d: key)
 
 
 def test_simulate_with_keyring_tags_and_assemble_checks_per_device(setup):
@@ -106,3 +125,49 @@ def test_tag_is_checked_in_constant_time_before_any_parsing(monkeypatch):
     assert calls == [1]
     with pytest.raises(BadTag):
         parse_frame(envelope(garbage), key_for=lambda d: key)     # untagged, device has a key
+
+
+def test_keys_new_refuses_a_symlinked_keyring_and_leaves_link_and_target(tmp_path):
+    target, link = tmp_path / "real.json", tmp_path / "ring.json"
+    new_key(str(target), "d")
+    before = target.read_bytes()
+    link.symlink_to(target)
+    assert load(str(link)).devices() == ["d"]                  # reading through a link is fine
+    code, out, err = run("keys", "new", "e", "--keyring", link)
+    assert code == 2 and "symbolic link" in err
+    assert link.is_symlink() and target.read_bytes() == before
+
+
+def test_keyring_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "ring.fifo"
+    os.mkfifo(fifo)
+    got = []
+
+    def attempt():
+        try:
+            load(str(fifo))
+        except InputError as e:
+            got.append(str(e))
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(60)                       # a hang guard, not a timing check: the refusal needs no writer
+    if t.is_alive():                 # unblock the reader before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert got and "not a regular file" in got[0]
+    code, out, err = run("keys", "list", "--keyring", os.devnull)
+    assert code == 2 and "not a regular file" in err
+
+
+def test_keyring_nesting_and_duplicate_devices_are_refused(tmp_path):
+    ring = tmp_path / "ring.json"
+    deep = 200000
+    for text, why in (('{"format": 1, "keys": %s}' % ("[" * deep + "]" * deep), "nests deeper"),
+                      ('{"format": 1, "keys": {"d": "%s", "d": "%s"}}' % ("11" * 32, "22" * 32), "'d' appears twice"),
+                      ('{"format": 1, "format": 1, "keys": {}}', "'format' appears twice"),
+                      ('{"format": 1, "keys": {"a\\nb": "%s"}}' % ("11" * 32), "bad device id")):
+        ring.write_text(text)
+        os.chmod(ring, 0o600)
+        code, out, err = run("keys", "list", "--keyring", ring)
+        assert code == 2 and why in err and len(err.splitlines()) == 1, (why, err)
+    ring.write_text('{"format": 1, "note": "[[[[[{{{{{", "keys": {"d": "%s"}}' % ("11" * 32))
+    assert load(str(ring)).devices() == ["d"]                   # brackets inside strings do not nest

@@ -1,5 +1,9 @@
-"""The ingest store: durability settings, replay rules, the CLI's acks and exit codes."""
+"""The ingest store: durability settings, the store rules, conflicts, who may
+create or write a store, and the CLI's acks and exit codes."""
+import hashlib
 import json
+import os
+import random
 import sqlite3
 
 import pytest
@@ -9,7 +13,7 @@ import agent
 from host_tools.cli import main
 from host_tools.frames import parse_frame
 from host_tools.keys import load, new_key
-from host_tools.store import DUPLICATE, STORED, Rejected, Store
+from host_tools.store import APPLICATION_ID, CONFLICT, DUPLICATE, SCHEMA_VERSION, STORED, Store, StoreError
 
 
 def run(*args):
@@ -39,36 +43,49 @@ def rel(buf):
     return parse_frame(buf)[0]
 
 
-def test_store_is_wal_with_full_sync(tmp_path):
-    with Store(str(tmp_path / "s.db")) as st:
+def digest(path):
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def test_store_is_marked_wal_with_full_sync_and_readers_are_read_only(tmp_path):
+    db = str(tmp_path / "s.db")
+    with pytest.raises(StoreError, match="no such store"):
+        Store(db)                                  # reading never creates
+    assert not os.path.exists(db)
+    with Store(db, create=True) as st:
         assert st.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert st.db.execute("PRAGMA synchronous").fetchone()[0] == 2   # FULL
-    with pytest.raises(Exception, match="no such store"):
-        Store(str(tmp_path / "missing.db"), create=False)
-    (tmp_path / "junk.db").write_bytes(b"not sqlite" * 100)
-    with pytest.raises(Exception, match="not a usable"):
-        Store(str(tmp_path / "junk.db"))
+        assert st.db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert st.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    before = digest(db)
+    with Store(db) as st:
+        assert st.stats()["frames"] == 0
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            st.db.execute("CREATE TABLE x (y)")
+    assert digest(db) == before
 
 
-def test_replay_rules(env):
+def test_out_of_order_frames_are_stored_and_conflicts_kept_aside(env):
     tmp, ring, keys, frame = env
-    with Store(str(tmp / "s.db")) as st:
-        f1, f3 = frame("a", 1, 1), frame("a", 3, 3)
-        assert st.put(rel(f1)) == STORED and st.put(rel(f3)) == STORED
-        assert st.put(rel(f1)) == DUPLICATE                         # old but identical: a resend
-        with pytest.raises(Rejected, match="conflict"):
-            st.put(rel(frame("a", 3, 3, seed=b"other")))            # same key, other noise
-        with pytest.raises(Rejected, match="replay or rollback"):
-            st.put(rel(frame("a", 2, 2)))                            # older seq, never seen
-        with pytest.raises(Rejected, match="released once"):
-            st.put(rel(frame("a", 3, 4)))                            # second frame for epoch 3
-        assert st.put(rel(frame("b", 1, 1))) == STORED              # sequences are per device
-        assert st.put(rel(frame("a", 4, 5))) == STORED
-        assert st.stats()["frames"] == 4 and st.stats()["devices"] == 2
-        assert sorted(st.keys()) == [("a", 1, 1), ("a", 3, 3), ("a", 4, 5), ("b", 1, 1)]
+    with Store(str(tmp / "s.db"), create=True) as st:
+        assert st.put(rel(frame("a", 5, 5))) == STORED
+        assert [st.put(rel(frame("a", e, e))) for e in range(5)] == [STORED] * 5   # older epochs, later
+        assert st.put(rel(frame("a", 1, 1))) == DUPLICATE                        # an exact resend
+        other = rel(frame("a", 3, 3, seed=b"other"))                             # epoch 3 noised again
+        assert st.put(other) == CONFLICT and st.put(other) == CONFLICT
+        assert st.put(rel(frame("a", 3, 9))) == CONFLICT                         # epoch 3 under another seq
+        assert st.put(rel(frame("b", 0, 0))) == STORED
+        s = st.stats()
+        assert (s["frames"], s["devices"], s["conflicts"]) == (7, 2, 2)
+        assert sorted(st.keys()) == [("a", e, e) for e in range(6)] + [("b", 0, 0)]
+        assert [c[:3] for c in st.conflicts()] == sorted([("a", 3, 3), ("a", 3, 9)])
+        got = st.releases(devices=["a"])
+        assert [r.epoch for r in got] == list(range(6))
+        assert got[3].raw == frame("a", 3, 3) and other.raw not in [r.raw for r in got]
 
 
-def test_ingest_cli_acks_rejects_and_exit_codes(env):
+def test_ingest_cli_acks_conflicts_rejects_and_exit_codes(env):
     tmp, ring, keys, frame = env
     good = tmp / "good.bin"
     good.write_bytes(frame("a", 0, 0) + frame("a", 1, 1) + frame("b", 0, 0))
@@ -86,19 +103,23 @@ def test_ingest_cli_acks_rejects_and_exit_codes(env):
     code, out, err = run("ingest", bad, "--store", db, "--keyring", ring)
     lines = [l for l in err.splitlines() if l.startswith(str(bad))]
     assert code == 2 and len(lines) == 3, err
-    assert "frame 0: conflict" in lines[0] and "frame 1: tag of the frame" in lines[1]
-    assert "frame 3: frame truncated" in lines[2]
+    assert "frame 0: conflict" in lines[0] and "kept aside" in lines[0]
+    assert "frame 1: tag of the frame" in lines[1] and "frame 3: frame truncated" in lines[2]
     assert out.splitlines() == ["ack %s frame 2 a 6 6 stored" % bad]
+    assert "1 stored, 0 duplicate(s), 1 conflict(s), 2 rejected" in err
     code, out, err = run("store", "stats", "--store", db, "--json")
     s = json.loads(out)
-    assert code == 0 and s["frames"] == 4 and s["devices"] == 2
+    assert code == 0 and (s["frames"], s["devices"], s["conflicts"]) == (4, 2, 1)
+    assert [(c["device"], c["epoch"]) for c in s["conflict_frames"]] == [("a", 0)]
+    code, out, err = run("store", "stats", "--store", db)
+    assert code == 0 and "1 conflict(s)" in out and "conflict: device a epoch 0 seq 0" in out
 
 
 def test_assemble_from_store_filters(env, make_config):
     tmp, ring, keys, frame = env
     db = str(tmp / "s.db")
     other_cfg = make_config(d=1, r=4, k=4, w=4, j=1, hash_seed="another")
-    with Store(db) as st:
+    with Store(db, create=True) as st:
         for e in range(3):
             st.put(rel(frame("a", e, e)))
         st.put(rel(frame("b", 0, 0, cfg=other_cfg)))
@@ -116,11 +137,69 @@ def test_assemble_from_store_filters(env, make_config):
     assert code == 2 and "not both" in err
 
 
+def _foreign_files(tmp):
+    """Files at a store path that no command may touch: another program's
+    SQLite databases (rollback journal and WAL), an empty file, random bytes,
+    and a truncated store."""
+    files = {}
+    for mode in ("delete", "wal"):
+        path = str(tmp / ("other-%s.db" % mode))
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=%s" % mode)
+        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        db.execute("INSERT INTO notes (body) VALUES ('not frames')")
+        db.close()
+        files["sqlite-" + mode] = path
+    files["empty"] = str(tmp / "empty.db")
+    open(files["empty"], "wb").close()
+    files["random"] = str(tmp / "random.db")
+    with open(files["random"], "wb") as fh:
+        fh.write(random.Random(4).randbytes(8192))
+    files["truncated"] = str(tmp / "truncated.db")
+    with Store(files["truncated"], create=True):
+        pass
+    with open(files["truncated"], "r+b") as fh:
+        fh.truncate(50)
+    return files
+
+
+def test_foreign_empty_or_damaged_files_are_refused_and_left_byte_for_byte(env):
+    tmp, ring, keys, frame = env
+    (tmp / "f.bin").write_bytes(frame("a", 0, 0))
+    for name, path in _foreign_files(tmp).items():
+        before, listing = digest(path), sorted(os.listdir(tmp))
+        for args in (("store", "stats", "--store", path), ("assemble", "--store", path, "-o", tmp / "g.bin"),
+                     ("ingest", tmp / "f.bin", "--store", path, "--keyring", ring)):
+            code, out, err = run(*args)
+            assert code == 2 and err.startswith("error: %s: " % path) and "store" in err, (name, args, err)
+            assert "internal error" not in err and len(err.splitlines()) == 1
+        assert digest(path) == before, name
+        assert sorted(os.listdir(tmp)) == listing, name     # no -wal/-shm or store created beside it
+    code, out, err = run("store", "stats", "--store", tmp / "empty.db")
+    assert "empty file" in err and "restore it from a backup" in err
+    code, out, err = run("store", "stats", "--store", tmp / "other-wal.db")
+    assert "without the edgesynth store mark" in err
+
+
+def test_empty_store_file_does_not_accept_a_renoised_released_window(env):
+    """The audit's path: a store truncated to 0 bytes read as empty, so a
+    re-noised frame of an already released window was stored as new."""
+    tmp, ring, keys, frame = env
+    db = tmp / "s.db"
+    (tmp / "f.bin").write_bytes(frame("a", 0, 0))
+    assert run("ingest", tmp / "f.bin", "--store", db, "--keyring", ring)[0] == 0
+    db.write_bytes(b"")
+    (tmp / "again.bin").write_bytes(frame("a", 0, 0, seed=b"renoised"))
+    code, out, err = run("ingest", tmp / "again.bin", "--store", db, "--keyring", ring)
+    assert code == 2 and out == "" and "empty file" in err
+    assert db.read_bytes() == b""
+
+
 def test_store_survives_an_open_transaction_dying(env):
     """A writer that dies mid-transaction leaves no partial row (rolled back on reopen)."""
     tmp, ring, keys, frame = env
     db = str(tmp / "s.db")
-    with Store(db) as st:
+    with Store(db, create=True) as st:
         st.put(rel(frame("a", 0, 0)))
     raw = sqlite3.connect(db, isolation_level=None)
     raw.execute("BEGIN IMMEDIATE")
