@@ -7,11 +7,12 @@ or the new keyring, never a torn one. Keys are never printed. A keyring that
 others can read or write is refused, as ssh refuses such a private key: whoever
 reads a key can forge that device's frames.
 
-The keyring path must name a regular file (or nothing yet): a symlink, FIFO or
-device is refused, since replacing a symlink by rename would leave its target
-holding the old keys, and a FIFO would block the reader. The JSON is bounded
-before parsing (size, nesting depth) and a device listed twice is refused, not
-resolved by keeping one of the two keys.
+The keyring path must name a regular file (or nothing yet, for ``keys new``):
+a FIFO, device or directory is refused without blocking on it. Reading follows
+a symlink; ``keys new`` refuses one, since replacing a symlink by rename would
+leave its target holding the old keys. The JSON is bounded before parsing
+(size, nesting depth) and a device listed twice is refused, not resolved by
+keeping one of the two keys.
 
 One key per device (docs/trust.md): a leaked key lets someone forge that
 device's frames and nothing else. Keys come from ``secrets.token_bytes``.

@@ -141,5 +141,6 @@ def test_names_cannot_forge_ack_lines_and_json_gives_one_object_per_frame(env):
     code, out, err = run("ingest", name, "--store", tmp / "s.db", "--keyring", ring, "--json")
     docs = [json.loads(l) for l in out.splitlines()]
     assert code == 2 and [(d["file"], d["frame"], d["device"], d["epoch"], d["result"]) for d in docs] == [
-        (str(name), 0, "a", 0, "duplicate"), (str(name), 1, "b", 0, "duplicate"), (str(name), 2, None, None, "rejected")]
+        (str(name), 0, "a", 0, "duplicate"), (str(name), 1, "b", 0, "duplicate"),
+        (str(name), 2, None, None, "rejected")]
     assert "rest of the file skipped" in docs[2]["reason"]
