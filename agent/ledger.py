@@ -27,7 +27,7 @@ Rules (privacy rule 5, docs/trust.md section 6):
 
 Epsilon is kept as an exact fraction of integers (no floats on the device).
 """
-from agent.device import ratio
+from agent.device import device_id_bytes, ratio
 from agent.errors import BudgetError, ConfigError, SealedError
 from agent.persist import StateError, fingerprint, newest, restore, save, save_genesis, state_key
 from firmware_shims import fs
@@ -87,8 +87,9 @@ def provision(cfg, path, device_id, key, counter=None):
     """
     budget = _budget(cfg)
     key = _key(key)
-    if not isinstance(device_id, str) or not 0 < len(device_id) <= 64:
-        raise ConfigError("device id must be 1..64 characters")
+    if not isinstance(device_id, str):
+        raise ConfigError("device id must be a string")
+    device_id_bytes(device_id)  # the frames' id rule, checked before the id is fixed for good
     first = cfg.get("device", {}).get("first_epoch", 0)
     if not isinstance(first, int) or isinstance(first, bool) or not 0 <= first < 1 << 32:
         raise ConfigError("device.first_epoch must be an integer in [0, 2**32), got %r" % (first,))

@@ -369,7 +369,7 @@ def test_a_stale_instance_cannot_persist():
 
 def test_provisioning_checks_its_inputs():
     path = _dir() + "/state"
-    for bad in ((ID, b"short"), ("", KEY), (ID * 20, KEY)):
+    for bad in ((ID, b"short"), ("", KEY), (ID * 20, KEY), ("gw\n7", KEY), (b"gw", KEY)):
         try:
             provision(_cfg(), path, bad[0], bad[1])
             assert False, "provisioned %r" % (bad,)
