@@ -34,7 +34,9 @@ MP_DIR = REPO / "tests" / "mp"
 RUNNER = MP_DIR / "run.py"
 VECTOR = MP_DIR / "release_vector.py"
 PACKAGES = ("agent", "firmware_shims")
-MODULES = ("test_agent_portable", "test_numeric_portable", "test_profile_cdf_portable", "test_ledger_portable")
+MODULES = ("test_agent_portable", "test_numeric_portable", "test_profile_cdf_portable", "test_ledger_portable",
+           "test_ledger_attacks_portable")
+HELPERS = ("ledger_fixtures",)  # imported by the modules above; compiled with them
 HEAPS = ("64wK", "256wK")
 TIGHT_HEAPS = ("64wK",)  # MemoryError-only failures become xfail here (module docstring)
 TIMEOUT = 600
@@ -84,7 +86,7 @@ def mpy_tree(tmp_path_factory, micropython_bin):
     for pkg in PACKAGES:
         for src in sorted((REPO / pkg).glob("*.py")):
             sources.append((src, out / pkg / (src.stem + ".mpy")))
-    for mod in MODULES:
+    for mod in MODULES + HELPERS:
         sources.append((MP_DIR / (mod + ".py"), out / (mod + ".mpy")))
     for src, dst in sources:
         dst.parent.mkdir(parents=True, exist_ok=True)
