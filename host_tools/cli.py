@@ -553,6 +553,23 @@ def keys_new(device_id, keyring, force):
                % (keyring, device_id, "replaced" if force else "created", len(ring.devices())))
 
 
+@keys.command("credentials")
+@click.argument("device_id")
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Credentials file to write (mode 0600), to copy onto the board as device.credentials.")
+def keys_credentials(device_id, keyring, output):
+    """Write DEVICE_ID's credentials file ({"id", "key"}) for its board.
+
+    The device's main loop tags its frames with the key and authenticates its
+    state record with a key derived from it; copy the file to the board and
+    run provision() once (docs/deployment.md). The key is never printed.
+    """
+    from host_tools.keys import load, write_credentials
+    write_credentials(load(keyring), device_id, output)
+    click.echo("wrote %s: credentials of %r (mode 0600; keep it off the host once copied)" % (output, device_id))
+
+
 @keys.command("list")
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
 def keys_list(keyring):

@@ -175,3 +175,13 @@ def new_key(path, device_id, force=False):
         return Keyring(path, keys)
     finally:
         os.close(lock)
+
+
+def write_credentials(ring, device_id, path):
+    """Write the credentials file of ``device_id`` for its board: JSON
+    ``{"id": ..., "key": "<64 hex digits>"}``, mode 0600, replaced atomically.
+    The device's main loop reads it (``device.credentials`` in its config) to
+    tag frames and authenticate its state record (docs/trust.md §6)."""
+    key = ring.require(check_device_id(device_id))
+    with atomic_output(path, "w", perms=0o600, encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": device_id, "key": key.hex()}) + "\n")

@@ -171,3 +171,16 @@ def test_keyring_nesting_and_duplicate_devices_are_refused(tmp_path):
         assert code == 2 and why in err and len(err.splitlines()) == 1, (why, err)
     ring.write_text('{"format": 1, "note": "[[[[[{{{{{", "keys": {"d": "%s"}}' % ("11" * 32))
     assert load(str(ring)).devices() == ["d"]                   # brackets inside strings do not nest
+
+
+def test_keys_credentials_writes_what_the_device_main_loop_reads(tmp_path):
+    from agent.main_loop import _identity
+    ring, cred = tmp_path / "k.json", tmp_path / "device.key"
+    assert run("keys", "new", "gw-3", "--keyring", ring)[0] == 0
+    code, out, err = run("keys", "credentials", "gw-3", "--keyring", ring, "-o", cred)
+    key = load(str(ring)).require("gw-3")
+    assert code == 0 and key.hex() not in out + err, err
+    assert stat.S_IMODE(os.stat(cred).st_mode) == 0o600
+    assert _identity({"credentials": str(cred)}) == ("gw-3", key)
+    code, _, err = run("keys", "credentials", "gw-4", "--keyring", ring, "-o", tmp_path / "other.key")
+    assert code == 2 and "no key for device 'gw-4'" in err and not (tmp_path / "other.key").exists()
