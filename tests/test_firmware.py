@@ -84,6 +84,20 @@ def test_qemu_reports_a_failing_run(qemu):
         run_qemu(cfg, np.zeros((3, 1)), seed=b"x")
 
 
+def test_qemu_core_refuses_a_bad_device_id(qemu, tmp_path):
+    """Past the host's check (run_qemu refuses it first), the core on the board
+    refuses an id outside the device-id rule itself: es_agent_init's ES_E_CONFIG,
+    exit 11, no frame written."""
+    import numpy as np
+    from host_tools.qemu_runtime import build_harness, run_elf
+    cfg = with_names(privhp_config(d=1, r=4, k=2, w=16, j=1, lo=[0], hi=[10]), ["c0"])
+    elf = build_harness(cfg, "cortex-m4", str(tmp_path), b"x", "dev\nack", 0, 0, None, False)
+    (tmp_path / "in.bin").write_bytes(np.zeros(3, dtype="<i4").tobytes())
+    status, log = run_elf(elf, "cortex-m4", str(tmp_path))
+    assert status == 11 and "noise failed" in log
+    assert not (tmp_path / "out.bin").exists()
+
+
 def test_qemu_without_seed_seeds_from_the_board_through_the_health_tests(qemu, monkeypatch):
     """Without a seed the harness seeds as a device does: es_drbg_platform reads
     the board's entropy hook (entropy.bin, fresh host bytes per run) and runs the

@@ -211,6 +211,91 @@ def test_c_drbg_refuses_what_the_python_agent_refuses(ffi_lib):
     assert lib.es_drbg_seeded(d, bytes(16), 16) == native.ES_OK  # tests and simulation only
 
 
+def _core_init(ffi, lib, device_id, rng=None):
+    """es_agent_init straight from C (no host check before it) on a fresh
+    PrivHP state, for ``device_id`` (bytes) and ``rng`` (default: seeded):
+    (status, the es_agent_t, the state, the cffi objects to keep alive)."""
+    p = native.core_params(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]))
+    keep = []
+
+    def new(ctype, init):
+        keep.append(ffi.new(ctype, init))
+        return keep[-1]
+    m = native._Mech(p["mechs"][0], p["factor"], new)
+    if rng is None:
+        rng = new("es_drbg_t *", None)
+        lib.es_drbg_seeded(rng, b"id", 2)
+    a = new("es_agent_t *", None)
+    st = lib.es_agent_init(a, new("es_mech_t *[]", [m.base]), 1, p["factor"], 1, 1, device_id,
+                           len(device_id), 0, 0, ffi.NULL, 0, rng)
+    return st, a, m, keep
+
+
+def _device_ids():
+    """Edge cases of the device-id rule (1..64 of A-Z a-z 0-9 . _ - :), then every single byte."""
+    ids = [b"", b"a" * 64, b"a" * 65, b"a b", b" ", b"dev\n", b"\n", b"a\rb", b"a/b", b"a\\b", b"a\x00b",
+           "caf\u00e9".encode(), "\u00e9".encode(), b"\xff", b"a,b", b"a;b", b"a@b", b"a%b", b"a=b", b"a+b",
+           b"Az09", b"dev-01:a.b_c"]
+    ids += [c + b"x" + c for c in (b".", b"_", b"-", b":")]
+    return ids + [bytes([c]) for c in range(256)]
+
+
+def test_c_core_refuses_exactly_the_device_ids_python_refuses(ffi_lib):
+    """es_agent_init applies agent/device.py device_id_bytes's rule: an id the
+    host would refuse in a frame's envelope gets ES_E_CONFIG and a sealed state,
+    so C firmware cannot emit frames the host refuses; accepted ones noise the state."""
+    ffi, lib = ffi_lib
+    from agent.device import device_id_bytes
+    refused = 0
+    for dev in _device_ids():
+        try:
+            device_id_bytes(dev)
+            want = native.ES_OK
+        except ConfigError:
+            want = native.ES_E_CONFIG
+        st, _, m, _ = _core_init(ffi, lib, dev)
+        assert st == want, dev
+        assert bool(m.base.sealed) == (want != native.ES_OK), dev
+        refused += st != native.ES_OK
+    assert refused == 19 + 256 - 66  # the 19 bad edge cases, and 190 single bytes
+
+
+def test_every_runtime_refuses_a_bad_device_id_alike():
+    """The host checks the id first (device_bytes), with one message on the
+    cpython, native and qemu runtimes; the qemu run is refused before any build."""
+    from host_tools.errors import InputError
+    from host_tools.qemu_runtime import run_qemu
+    cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["c0"])
+    data = np.zeros((3, 1), dtype=np.int64)
+    for dev in ("", "a" * 65, "dev\nack x stored", "a/b", "caf\u00e9"):
+        msgs = set()
+        for run in (run_cpython, native.run_native, run_qemu):
+            with pytest.raises(InputError, match="invalid device config: device id") as e:
+                run(cfg, as_readings(data, cfg) if run is run_cpython else data, seed=b"x", device_id=dev)
+            msgs.add(str(e.value))
+        assert len(msgs) == 1, msgs
+
+
+def test_an_unseeded_drbg_draws_no_noise(ffi_lib):
+    """A zeroed es_drbg_t (firmware that never called es_drbg_platform) would
+    give fixed, public noise: no draw comes from it, and es_agent_init refuses
+    it (ES_E_ENTROPY), sealing the state, which releases nothing. A DRBG that
+    es_agent_init already consumed (retired) is refused the same way."""
+    ffi, lib = ffi_lib
+    zero = ffi.new("es_drbg_t *")
+    assert lib.es_below(zero, 1000) == 0 and zero.err == native.ES_E_ENTROPY
+    used = ffi.new("es_drbg_t *")
+    lib.es_drbg_seeded(used, b"used", 4)
+    assert _core_init(ffi, lib, b"dev", used)[0] == native.ES_OK
+    for rng in (ffi.new("es_drbg_t *"), used):
+        st, a, m, _ = _core_init(ffi, lib, b"dev", rng)
+        assert st == native.ES_E_ENTROPY and m.base.sealed and a.sealed
+        out = ffi.new("uint8_t[]", 4096)
+        assert lib.es_agent_release_buf(a, out, 4096) == -9 and bytes(out) == bytes(4096)  # ES_E_NOISE
+        with pytest.raises(SealedError):
+            m.count(*m.reading((3,)), 1)
+
+
 def test_a_full_state_refuses_release():
     """A reading refused for ES_E_FULL (2**31 - 2**29 readings) makes the state
     unreleasable: a frame of the first readings only is not private."""
@@ -277,7 +362,9 @@ def test_sketch_scale_cap_refused_like_python():
     m["sigma"] = [1] + [s << 23 for s in m["sigma"][1:]]
     e = Fraction(sum(m["sigma"]), m["q"])
     cdf["epsilon"] = [e.numerator, e.denominator]
-    prof = plan_profile(0, 10, 5, Fraction(1, 1 << 23))
+    prof = plan_profile(0, 10, 5, Fraction(1))  # the planner refuses such an epsilon: set by hand
+    prof["mechanisms"][0]["q"] = 1 << 23
+    prof["epsilon"] = [1, 1 << 23]
     for cfg in (cdf, prof):
         with pytest.raises(ConfigError, match="2\\*\\*22"):
             agent.Agent(cfg, seed=b"x")

@@ -27,7 +27,8 @@ int es_mech_init(es_mech_t *m, size_t state_size, const es_mech_ops_t *ops, uint
 static int finish_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, es_drbg_t *rng, int st)
 {
     unsigned i;
-    es_drbg_retire(rng);
+    if (rng)
+        es_drbg_retire(rng);
     if (st != ES_OK) {
         a->sealed = 1;
         for (i = 0; mechs && i < n_mechs && i < 8; i++)
@@ -35,6 +36,20 @@ static int finish_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, 
                 mechs[i]->sealed = 1;
     }
     return st;
+}
+
+int es_device_id_ok(const uint8_t *id, size_t n)
+{
+    size_t i;
+    if (!id || !n || n > 64)
+        return 0;
+    for (i = 0; i < n; i++) {
+        uint8_t c = id[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              c == '.' || c == '_' || c == '-' || c == ':'))
+            return 0;
+    }
+    return 1;
 }
 
 int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
@@ -45,12 +60,15 @@ int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8
     unsigned i;
     memset(a, 0, sizeof *a);
     if (!n_mechs || n_mechs > 8 || (relation != ES_ADD_REMOVE && relation != ES_REPLACE) ||
-        !eps_num || !eps_den || !id_len || id_len > 64)
+        !eps_num || !eps_den || !es_device_id_ok(device_id, id_len))
+        /* an id outside the host's rule would make frames the host refuses (frames.py) */
         return finish_init(a, mechs, n_mechs, rng, ES_E_CONFIG);
     for (i = 0; i < n_mechs; i++)
         if (!mechs[i] || !mechs[i]->ops || mechs[i]->factor != relation)
             /* uninitialised, or noise scale factor != relation (device.py RELATIONS) */
             return finish_init(a, mechs, n_mechs, rng, ES_E_CONFIG);
+    if (!es_drbg_ready(rng)) /* a zeroed DRBG would give fixed, public noise */
+        return finish_init(a, mechs, n_mechs, rng, ES_E_ENTROPY);
     a->mechs = mechs;
     a->n_mechs = n_mechs;
     a->relation = relation;

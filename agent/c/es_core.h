@@ -63,7 +63,14 @@ typedef struct {
     uint8_t buf[64];    /* the current 64-byte request being consumed */
     uint8_t pos;        /* next unread byte of buf; 64 = empty */
     int8_t err;         /* sticky: ES_E_ENTROPY or ES_E_RANGE; draws then return 0 */
+    uint16_t ready;     /* ES_DRBG_READY once instantiated; 0 when zeroed, refused or
+                           retired: draws then fail (ES_E_ENTROPY). Fills the padding:
+                           sizeof stays 136 */
 } es_drbg_t;
+
+/* the readiness marker: a zeroed (static) es_drbg_t, never seeded, has 0 and must
+ * not yield the fixed stream of an all-zero key */
+#define ES_DRBG_READY 0x5EEDu
 
 /* HmacDrbg(entropy, nonce): refuses (ES_E_ENTROPY, and d then refuses every draw)
  * entropy shorter than 16 bytes or failing es_entropy_health. */
@@ -93,8 +100,12 @@ int es_entropy_fill(uint8_t *buf, size_t n);
  * fails or a test does. The device's way to seed the DRBG es_agent_init consumes. */
 int es_drbg_platform(es_drbg_t *d);
 /* Wipe d (its buffered bytes are the last draws' randomness) and make it refuse
- * every further draw (err = ES_E_ENTROPY). */
+ * every further draw (err = ES_E_ENTROPY, ready cleared). */
 void es_drbg_retire(es_drbg_t *d);
+/* 1 when d (non-NULL) was instantiated by es_drbg_init, es_drbg_seeded or
+ * es_drbg_platform and has not failed or been retired since; else 0, and every
+ * draw from d fails with ES_E_ENTROPY. */
+int es_drbg_ready(const es_drbg_t *d);
 /* Zero n bytes at p through a volatile pointer: scratch the compiler may not elide. */
 void es_wipe(void *p, size_t n);
 uint64_t es_below(es_drbg_t *d, uint64_t m);  /* exact uniform in [0, m), m >= 1 */
@@ -347,15 +358,23 @@ typedef struct {
     es_mech_t *const *mechs;       /* 1..8 states (&state.base), config order */
     uint8_t n_mechs, relation, sealed, has_key;
     uint8_t id_len;
-    const uint8_t *device_id;      /* 1..64 bytes UTF-8 */
+    const uint8_t *device_id;      /* 1..64 bytes of A-Z a-z 0-9 . _ - : (es_device_id_ok) */
     uint32_t epoch, seq;
     uint64_t eps_num, eps_den;
     es_hmac_t mac;                 /* keyed when has_key */
 } es_agent_t;
 
+/* 1 when device_id[0..n) is a device id: 1..64 bytes of A-Z a-z 0-9 . _ - :,
+ * the rule of agent/device.py device_id_bytes, which the host applies to every
+ * frame's envelope (another id is refused there even with a valid tag). */
+int es_device_id_ok(const uint8_t *device_id, size_t n);
+
 /* Noise every mechanism from rng (in order) and set the envelope fields. On a
  * device rng is seeded by es_drbg_platform (es_drbg_seeded: tests only). The
  * DRBG is consumed: retired on return whatever the status (es_drbg_retire).
+ * ES_E_CONFIG for invalid parameters, among them a device id es_device_id_ok
+ * refuses; ES_E_ENTROPY when rng is not ready (es_drbg_ready: never seeded, e.g.
+ * a zeroed static es_drbg_t, or already retired), before any draw.
  * On failure every state stays unusable (sealed, and not noised). */
 int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,

@@ -42,7 +42,7 @@ static void update(es_drbg_t *d, const uint8_t *a, size_t na, const uint8_t *b, 
 /* d refuses every draw from now on */
 static int refuse(es_drbg_t *d)
 {
-    es_wipe(d, sizeof *d);
+    es_wipe(d, sizeof *d); /* ready = 0 too */
     d->err = ES_E_ENTROPY;
     d->pos = 64;
     return ES_E_ENTROPY;
@@ -56,7 +56,13 @@ static int instantiate(es_drbg_t *d, const uint8_t *entropy, size_t n_entropy, c
     d->pos = 64;
     memset(d->v, 1, 32);
     update(d, entropy, n_entropy, nonce, n_nonce, PERS, sizeof PERS - 1);
+    d->ready = ES_DRBG_READY; /* the only place it is set */
     return ES_OK;
+}
+
+int es_drbg_ready(const es_drbg_t *d)
+{
+    return d && d->ready == ES_DRBG_READY && !d->err;
 }
 
 int es_entropy_health(const uint8_t *b, size_t n, const uint8_t *previous)
@@ -157,7 +163,9 @@ static void generate(es_drbg_t *d)
 
 static uint8_t byte(es_drbg_t *d)
 {
-    if (d->pos >= 64)
+    if (d->ready != ES_DRBG_READY) /* never instantiated: no key, no bytes */
+        d->err = ES_E_ENTROPY;
+    else if (d->pos >= 64)
         generate(d);
     if (d->err)
         return 0;

@@ -334,6 +334,89 @@ static void test_failed_construction_fails_closed(void)
     CHECK(es_agent_release_buf(&a, f, sizeof f) == ES_E_NOISE);
 }
 
+/* es_agent_init on an id outside agent/device.py device_id_bytes's rule (1..64 of
+ * A-Z a-z 0-9 . _ - :): ES_E_CONFIG, every state sealed; the host refuses such
+ * an id in a frame's envelope, so the core never writes one */
+static int init_with_id(es_agent_t *a, const char *id, size_t n)
+{
+    es_drbg_t d;
+    int st = es_dev_init();
+    es_drbg_seeded(&d, (const uint8_t *)"id", 2);
+    if (st == ES_OK)
+        st = es_agent_init(a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+                           (const uint8_t *)id, (uint8_t)n, 0, 0, NULL, 0, &d);
+    return st;
+}
+
+static void test_device_id_charset(void)
+{
+    static const char *const refused[] = {"", "a b", "dev\n", "a/b", "caf\xc3\xa9", "\xff", "a\0b", "a,b",
+                                          "a;b", "a@b", "%00", "\"", "\\"};
+    static uint8_t f[1 << 16];
+    char id[66];
+    es_agent_t a;
+    unsigned i, c, ok = 1;
+    int32_t x[ES_CFG_INPUTS] = {1, 2, 3, 4};
+    for (c = 0; c < 256; c++) { /* one character: exactly the 66 of the rule */
+        uint8_t b = (uint8_t)c;
+        int want = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                   c == '.' || c == '_' || c == '-' || c == ':';
+        ok &= es_device_id_ok(&b, 1) == want;
+    }
+    CHECK(ok);
+    for (i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        size_t n = i == 6 ? 3 : strlen(refused[i]); /* "a\0b": the NUL is inside the id */
+        CHECK(init_with_id(&a, refused[i], n) == ES_E_CONFIG);
+    }
+    CHECK(es_dev_update(x, 1) == ES_E_SEALED && a.sealed); /* the last refusal left nothing usable */
+    CHECK(es_agent_release_buf(&a, f, sizeof f) == ES_E_NOISE);
+    memset(id, 'a', sizeof id);
+    CHECK(init_with_id(&a, id, 65) == ES_E_CONFIG);
+    CHECK(init_with_id(&a, id, 64) == ES_OK);
+    CHECK(init_with_id(&a, "Az09._-:", 8) == ES_OK && init_with_id(&a, ":", 1) == ES_OK);
+    CHECK(es_dev_update(x, 1) == ES_OK && es_agent_release_buf(&a, f, sizeof f) > 0);
+}
+
+/* A DRBG never instantiated (a zeroed static one: firmware that forgot
+ * es_drbg_platform) or already retired draws nothing: es_agent_init refuses it
+ * with ES_E_ENTROPY, seals every state and releases nothing */
+static void test_unready_drbg_is_refused(void)
+{
+    static es_drbg_t zero; /* static: all zero, as firmware's would be */
+    static uint8_t f[1 << 16];
+    uint8_t src[64];
+    es_agent_t a;
+    es_drbg_t d;
+    int32_t x[ES_CFG_INPUTS] = {1, 2, 3, 4};
+    CHECK(!es_drbg_ready(&zero) && !es_drbg_ready(NULL));
+    CHECK(es_below(&zero, 1000) == 0 && zero.err == ES_E_ENTROPY); /* no byte of the zero key */
+    memset(&zero, 0, sizeof zero);
+    CHECK(es_dev_init() == ES_OK);
+    f[0] = 0;
+    CHECK(es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+                        (const uint8_t *)"unit", 4, 0, 0, NULL, 0, &zero) == ES_E_ENTROPY);
+    CHECK(!es_dev_m0.base.noised && !es_dev_m1.base.noised && !es_dev_m2.base.noised);
+    CHECK(es_dev_update(x, 1) == ES_E_SEALED && es_dev_m2.base.sealed);
+    CHECK(es_agent_release_buf(&a, f, sizeof f) == ES_E_NOISE && f[0] == 0);
+    CHECK(es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+                        (const uint8_t *)"unit", 4, 0, 0, NULL, 0, NULL) == ES_E_ENTROPY);
+    /* each way of seeding marks it ready; retiring clears the mark */
+    CHECK(es_drbg_seeded(&d, (const uint8_t *)"r", 1) == ES_OK && es_drbg_ready(&d));
+    es_drbg_retire(&d);
+    CHECK(!es_drbg_ready(&d) && d.ready == 0);
+    CHECK(es_dev_init() == ES_OK);
+    CHECK(es_agent_init(&a, es_dev_mechs, ES_CFG_N_MECHS, ES_CFG_FACTOR, ES_CFG_EPS_NUM, ES_CFG_EPS_DEN,
+                        (const uint8_t *)"unit", 4, 0, 0, NULL, 0, &d) == ES_E_ENTROPY);
+    CHECK(es_dev_update(x, 1) == ES_E_SEALED && es_agent_release_buf(&a, f, sizeof f) == ES_E_NOISE);
+    sha_block(src, "ready", 0);
+    sha_block(src + 32, "ready", 1);
+    board(src, sizeof src);
+    CHECK(es_drbg_platform(&d) == ES_OK && es_drbg_ready(&d));
+    CHECK(es_drbg_init(&d, src, 32, NULL, 0) == ES_OK && es_drbg_ready(&d));
+    CHECK(es_drbg_init(&d, (const uint8_t *)"short", 5, NULL, 0) == ES_E_ENTROPY && !es_drbg_ready(&d));
+    CHECK(es_drbg_platform(&d) == ES_E_ENTROPY && !es_drbg_ready(&d)); /* the source is spent */
+}
+
 /* configs the host never writes: shares beyond 2**48 (the scale product would wrap),
  * unordered or oversized bounds */
 static void test_invalid_configs_are_refused(void)
@@ -396,6 +479,8 @@ int main(void)
     test_agent_lifecycle();
     test_full_state_refuses_release();
     test_failed_construction_fails_closed();
+    test_device_id_charset();
+    test_unready_drbg_is_refused();
     test_invalid_configs_are_refused();
     test_scale_cap();
     test_noise_is_signed_and_bounded();
