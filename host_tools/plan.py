@@ -30,7 +30,7 @@ from host_tools.errors import InputError
 
 # The C core beyond the counters, for every mechanism: es_agent_t (208 B), the
 # largest mechanism state (es_privhp_t, 56 B), the DRBG of construction (136 B)
-# and the worst stack chain (es_agent_init, 1032 B on Cortex-M4), measured by
+# and the worst stack chain (es_agent_init, 1056 B on Cortex-M4), measured by
 # `edgesynth firmware build` (docs/native.md; tests/test_firmware.py checks it).
 C_CORE_OVERHEAD = 1536
 # RAM beyond the counters on a 32-bit MCU, per device runtime and mechanism
