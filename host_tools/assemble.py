@@ -11,7 +11,8 @@ from fractions import Fraction
 
 from host_tools.errors import MergeError
 from host_tools.generator import Generator
-from host_tools.growth import grow
+from host_tools.growth import grow, leaf_count, privhp_host_need
+from host_tools.plan import require_host_memory
 
 
 def unique_releases(releases):
@@ -48,6 +49,9 @@ def merge_states(releases, kind="privhp"):
 def assemble_privhp(releases):
     """Generator for the merged PrivHP state of ``releases``."""
     state, used = merge_states(releases, "privhp")
+    require_host_memory(privhp_host_need(state.L, state.r, state.k, state.j, state.d),
+                        "assembling a PrivHP state with r = %d, k = %d (%d leaves) over %d channel(s)"
+                        % (state.r, state.k, leaf_count(state.L, state.r, state.k), state.d))
     eps = Fraction(used[0].eps[0], used[0].eps[1])
     mech_eps = Fraction(state.budget[0], state.budget[1])
     meta = {

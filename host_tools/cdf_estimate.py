@@ -8,6 +8,8 @@ to right (the first ceil(K / P_{i+1}) nodes; nodes covering padding only are
 exactly zero and not stored). ``var[i]`` is the noise variance of every node
 of that level. All functions here are post-processing: they cost no privacy.
 """
+import math
+
 import numpy as np
 from scipy.optimize import isotonic_regression
 
@@ -24,6 +26,25 @@ def stored_widths(K, branching):
     """Nodes stored per level 1..m: ceil(K / P_i)."""
     P = suffix_products(branching)
     return [-(-K // P[i]) for i in range(1, len(branching) + 1)]
+
+
+def gls_need(K, branching, d):
+    """Bytes of host memory that assembling d channels of K bins on the tree
+    ``branching`` takes, from those public parameters alone: GLS holds 3
+    float64 arrays over every node of the full tree, padding included
+    (prod(n_1..n_i) nodes on level i), and 4 of its widest level; then the
+    d CDFs take 6 arrays of K, plus 1 MiB (tests/test_hostile.py checks it)."""
+    full, width = 0, 1
+    for n in branching:
+        width *= n
+        full += width
+    return 8 * (3 * full + 4 * width + 6 * d * K) + (1 << 20)
+
+
+def cdf_what(K, branching, d):
+    """How refusals name a CDF configuration: its bins, tree and padded leaves."""
+    return "a cdf of %d bins on the tree %s (%d padded leaves) over %d channel(s)" % (
+        K, "x".join(map(str, branching)), math.prod(branching), d)
 
 
 def level_use(K, P, n):

@@ -11,9 +11,10 @@ from fractions import Fraction
 import msgpack
 import numpy as np
 
-from host_tools.cdf_estimate import cdf_from_leaves, gls_leaves, quantiles
+from host_tools.cdf_estimate import cdf_from_leaves, cdf_what, gls_leaves, gls_need, quantiles
 from host_tools.errors import InputError
 from host_tools.generators import read_file_map
+from host_tools.plan import require_host_memory
 
 FORMAT = 1
 KIND = "edgesynth-cdf-generator"
@@ -88,6 +89,7 @@ def assemble_cdf(releases):
     """CDF generator for the merged CDF state of ``releases``."""
     from host_tools.assemble import merge_states
     state, used = merge_states(releases, "cdf")
+    require_host_memory(gls_need(state.K, state.branching, state.d), "assembling " + cdf_what(state.K, state.branching, state.d))
     F, totals = [], []
     for c in range(state.d):
         x = gls_leaves(state.levels[c], state.var, state.K, state.branching)

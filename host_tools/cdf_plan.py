@@ -39,9 +39,9 @@ import math
 
 from agent.cdf_build import MAX_BINS, MAX_INT_SPAN
 from host_tools.budget import Q_BITS, split_integer
-from host_tools.cdf_estimate import level_use, plain_error, stored_widths, suffix_products
+from host_tools.cdf_estimate import cdf_what, gls_need, level_use, plain_error, stored_widths, suffix_products
 from host_tools.errors import InputError
-from host_tools.plan import device_config, ram_notes, require_fit, heap_need
+from host_tools.plan import HOST_MEMORY, device_config, ram_notes, require_fit, heap_need, require_host_memory
 
 MAX_FACTOR = 64
 PAD = 1.5
@@ -141,6 +141,7 @@ def plan_cdf(lo, hi, eps, bins, names=None, branching=None, relation="add-remove
     counters, need = cdf_heap_need(d, bins, branching, runtime)
     require_fit(ram, need, counters, runtime, "a cdf of %d bins over %d channel(s), tree %s,"
                 % (bins, d, "x".join(map(str, branching))))
+    require_host_memory(gls_need(bins, branching, d), "assembling " + cdf_what(bins, branching, d))
     q, sigma = level_budgets(eps, bins, branching)
     factor = 2 if relation == "replace" else 1
     widths = stored_widths(bins, branching)
@@ -189,8 +190,9 @@ def smooth_bins(top):
 
 def choose_bins(d, span, ram, runtime):
     """(K, branching, how K was chosen) of the largest K that fits ``ram``
-    bytes: the integer ``span`` (span_cap; None for float bounds) or a
-    2**a 3**b below it and MAX_BINS, each with the tree choose_tree picks.
+    bytes (and whose assembly fits plan.HOST_MEMORY): the integer ``span``
+    (span_cap; None for float bounds) or a 2**a 3**b below it and MAX_BINS,
+    each with the tree choose_tree picks.
     Raises InputError when K = 2 does not fit.
 
     A K whose d * K leaves and d arrays alone exceed the budget is skipped
@@ -204,7 +206,7 @@ def choose_bins(d, span, ram, runtime):
         if heap_need(4 * d * K, runtime, "cdf", channels=d, arrays=d) > ram:
             continue
         branching = choose_tree(K)
-        if cdf_heap_need(d, K, branching, runtime)[1] <= ram:
+        if cdf_heap_need(d, K, branching, runtime)[1] <= ram and gls_need(K, branching, d) <= HOST_MEMORY:
             return K, branching, "integer span" if K == span else "largest 2**a 3**b that fits"
     need = cdf_heap_need(d, 2, (2,), runtime)[1]
     raise InputError("a %d-byte budget cannot hold a 2-bin cdf over %d channel(s) on the %s runtime: "

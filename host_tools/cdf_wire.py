@@ -9,9 +9,12 @@ from agent.cdf_build import MAX_BINS, MAX_COUNTERS, MAX_LEAVES, MAX_LEVELS
 from agent.spec import MAX_CHANNELS, MAX_Q
 from host_tools.cdf_estimate import stored_widths
 from host_tools.errors import MergeError, SchemaError
-from host_tools.privhp_wire import dlap_variance
+from host_tools.privhp_wire import check_scale, dlap_variance
 
 KEYS = ("bins", "branching", "budget", "hi", "kind", "lo", "names", "nodes", "q", "sigma")
+# Objects of the largest legal map (frames.MAX_OBJECTS): the map, its keys and
+# values, lo/hi/names of MAX_CHANNELS, branching and sigma of MAX_LEVELS, budget's pair.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 3 * MAX_CHANNELS + 2 * MAX_LEVELS + 2
 
 
 def _ints(m, name, n, lo, hi):
@@ -62,6 +65,8 @@ class CDFState:
         if not isinstance(q, int) or isinstance(q, bool) or not 1 <= q <= MAX_Q:
             raise SchemaError("cdf.q must be a positive integer")
         s.sigma = _ints(m, "sigma", len(br), 1, MAX_Q)
+        for i, p in enumerate(s.sigma):
+            check_scale("cdf level %d" % (i + 1), d * factor * q, p)
         if m["budget"] != [sum(s.sigma), q]:
             raise SchemaError("cdf.budget does not equal sum(sigma) / q")
         s.K, s.branching, s.q, s.factor = K, br, q, factor

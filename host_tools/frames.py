@@ -1,10 +1,12 @@
 """Reading release frames on the host: envelope, tag check, bounded decode, schema.
 
-Order matters (notes/dp-security.md 3.3): the envelope is parsed by hand with
-fixed, tiny rules; the HMAC tag is checked over the exact bytes before any
-msgpack parsing; the payload is decoded with explicit size limits and duplicate
-keys refused; then every field is checked against the schema of
-docs/wire-format.md. Any failure raises a FrameError subclass naming the fault.
+Order matters: the envelope is parsed by hand with fixed, tiny rules; the HMAC
+tag is checked over the exact bytes before any msgpack parsing; the payload's
+msgpack structure is walked without building anything (scan_msgpack: nesting,
+object count and memory bounded before decoding), then decoded with explicit
+size limits and duplicate keys refused; then every field is checked against
+the schema of docs/wire-format.md. Any failure raises a FrameError subclass
+naming the fault. Files are streamed frame by frame (iter_file_frames).
 """
 import hmac
 import hashlib
@@ -16,6 +18,7 @@ from host_tools.errors import BadEnvelope, BadPayload, BadTag, FrameError, Schem
 from agent.device import device_id_bytes
 from agent.errors import ConfigError
 from agent.privhp_build import MAX_COUNTERS
+from host_tools import cdf_wire, privhp_wire, profile_wire
 from host_tools.cdf_wire import CDFState
 from host_tools.privhp_wire import PrivHPState
 from host_tools.profile_wire import ProfileState
@@ -27,6 +30,19 @@ MAX_DEVICE_ID = 64
 RELATIONS = ("add-remove", "replace")
 KINDS = {"privhp": PrivHPState, "cdf": CDFState, "profile": ProfileState}
 TOP_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")
+MAX_MECHS = 8
+# The deepest legal path is payload.mechs[i].sample.keys[j]: 5 nested containers.
+MAX_NESTING = 5
+# Objects of the largest legal payload: the top map (keys, values, eps's two
+# numbers) and MAX_MECHS of the largest mechanism map. A payload claiming more
+# is refused before msgpack builds any of them.
+MAX_OBJECTS = 1 + 2 * len(TOP_KEYS) + 2 + MAX_MECHS * max(cdf_wire.MAX_OBJECTS, privhp_wire.MAX_OBJECTS,
+                                                          profile_wire.MAX_OBJECTS)
+# Decoded Python objects may take at most 4 bytes per encoded byte plus this
+# (scan_msgpack's worst-case CPython sizes: an empty array is 1 byte but a
+# 56-byte list and an 8-byte slot; a float64 is 9 bytes and 32 decoded).
+DECODE_SLACK = 64 << 20
+READ_CHUNK = 1 << 20  # bytes read from a file at a time
 
 
 class Release:
@@ -34,10 +50,11 @@ class Release:
 
     ``device`` str, ``epoch``/``seq`` ints, ``eps`` (num, den), ``relation``
     str, ``mechs`` list of mechanism objects, ``raw`` the exact frame bytes,
+    ``payload`` a view of the payload inside ``raw`` (not a second copy),
     ``tagged``/``verified`` whether it carried a tag and whether it was checked.
     """
 
-    def __init__(self, payload, raw, payload_bytes, tagged, verified):
+    def __init__(self, payload, raw, payload_span, tagged, verified):
         self.device = payload["device"]
         self.epoch = payload["epoch"]
         self.seq = payload["seq"]
@@ -45,9 +62,13 @@ class Release:
         self.relation = payload["relation"]
         self.mechs = payload["mechs"]
         self.raw = raw
-        self.payload = payload_bytes
+        self._span = payload_span
         self.tagged = tagged
         self.verified = verified
+
+    @property
+    def payload(self):
+        return memoryview(self.raw)[self._span[0]:self._span[1]]
 
     @property
     def digest(self):
@@ -61,8 +82,11 @@ class Release:
 
 
 def _need(buf, pos, n):
-    if pos + n > len(buf):
-        raise TruncatedFrame("frame truncated at byte %d (needs %d more bytes)" % (pos, pos + n - len(buf)))
+    short = pos + n - len(buf)
+    if short > 0:
+        e = TruncatedFrame("frame truncated at byte %d (needs %d more bytes)" % (pos, short))
+        e.missing = short  # what a streaming reader must read before trying again
+        raise e
 
 
 def split_envelope(buf, pos=0):
@@ -127,11 +151,108 @@ def _reject_ext(code, data):
     raise BadPayload("ext types are not allowed (ext %d)" % code)
 
 
+# scan_msgpack's table: first byte -> (kind, bytes of the length field or of
+# the whole scalar, inline length or the scalar's decoded cost in bytes).
+_SCALAR, _STR, _BIN, _ARRAY, _MAP, _BAD = range(6)
+
+
+def _scan_table():
+    t = [(_SCALAR, 1, 0)] * 0x80                                     # positive fixint: cached ints
+    t += [(_MAP, 0, b & 0x0F) for b in range(0x80, 0x90)]
+    t += [(_ARRAY, 0, b & 0x0F) for b in range(0x90, 0xA0)]
+    t += [(_STR, 0, b & 0x1F) for b in range(0xA0, 0xC0)]
+    t += [(_SCALAR, 1, 0), (_BAD, 0, 0), (_SCALAR, 1, 0), (_SCALAR, 1, 0)]  # nil, (never used), false, true
+    t += [(_BIN, 1, 0), (_BIN, 2, 0), (_BIN, 4, 0)]
+    t += [(_BAD, 0, 0)] * 3                                          # ext 8/16/32
+    t += [(_SCALAR, 5, 24), (_SCALAR, 9, 24)]                        # float32/64 -> float
+    t += [(_SCALAR, n, 36) for n in (2, 3, 5, 9, 2, 3, 5, 9)]        # uint8..64, int8..64 -> int
+    t += [(_BAD, 0, 0)] * 5                                          # fixext 1..16
+    t += [(_STR, 1, 0), (_STR, 2, 0), (_STR, 4, 0)]
+    t += [(_ARRAY, 2, 0), (_ARRAY, 4, 0), (_MAP, 2, 0), (_MAP, 4, 0)]
+    t += [(_SCALAR, 1, 36)] * 0x20                                   # negative fixint
+    return tuple(t)
+
+
+_SCAN = _scan_table()
+
+
+def scan_msgpack(data, max_nesting, max_objects, max_cost):
+    """Walk the msgpack object in ``data`` without building it; BadPayload
+    unless it is one complete object with at most ``max_nesting`` nested
+    containers, at most ``max_objects`` objects, no ext type, and at most
+    ``max_cost`` bytes of worst-case CPython objects once decoded.
+
+    Iterative, and its stack holds one int per open container, so time is
+    O(objects) and memory O(max_nesting) whatever the input. Costs in bytes
+    (64-bit CPython, tracemalloc, msgpack with object_pairs_hook): list 56 +
+    8 per item, map 72 + 176 per pair (pairs list, tuples, dict), str 80 + 4
+    per byte (UCS-4 worst case), bin 40 + 1 per byte, float 24, int 36;
+    positive fixint, nil and bools are shared objects (0).
+    """
+    n = len(data)
+    pos = cost = 0
+    claimed = 1
+    rem = 1      # items still to read in the innermost open container (the root slot first)
+    outer = []   # the same for every enclosing container
+    table = _SCAN
+    while True:
+        if not rem:
+            if not outer:
+                break
+            rem = outer.pop()
+            continue
+        rem -= 1
+        if pos >= n:
+            raise BadPayload("the msgpack data ends inside an object at byte %d" % n)
+        kind, size, extra = table[data[pos]]
+        if kind == _SCALAR:
+            pos += size
+            cost += extra
+            continue
+        if kind == _BAD:
+            raise BadPayload("ext types and byte 0xc1 are not allowed (byte %d)" % pos)
+        count = int.from_bytes(data[pos + 1:pos + 1 + size], "big") if size else extra
+        pos += 1 + size
+        if kind == _STR:
+            pos += count
+            cost += 80 + 4 * count
+        elif kind == _BIN:
+            pos += count
+            cost += 40 + count
+        else:
+            if len(outer) >= max_nesting:
+                raise BadPayload("the msgpack data nests containers more than %d deep" % max_nesting)
+            items = count if kind == _ARRAY else 2 * count
+            claimed += items
+            if claimed > max_objects:
+                raise BadPayload("the msgpack data holds more than %d objects" % max_objects)
+            if items > n - pos:
+                raise BadPayload("a container claims %d items but %d bytes remain" % (items, n - pos))
+            cost += 56 + 8 * count if kind == _ARRAY else 72 + 176 * count
+            outer.append(rem)
+            rem = items
+        if cost > max_cost:
+            raise BadPayload("the msgpack data would decode to more than %d bytes of objects" % max_cost)
+    if cost > max_cost:
+        raise BadPayload("the msgpack data would decode to more than %d bytes of objects" % max_cost)
+    if pos > n:
+        raise BadPayload("the msgpack data ends inside an object at byte %d" % n)
+    if pos < n:
+        raise BadPayload("trailing bytes after the msgpack object")
+
+
+def decode_budget(nbytes):
+    """Most bytes of Python objects that ``nbytes`` of msgpack may decode to."""
+    return 4 * nbytes + DECODE_SLACK
+
+
 def decode_payload(data):
-    """msgpack-decode a payload with limits sized to the largest legal frame."""
+    """msgpack-decode a payload (bytes-like) once scan_msgpack has bounded its
+    nesting, object count and decoded size by the largest legal frame's."""
+    scan_msgpack(data, MAX_NESTING, MAX_OBJECTS, decode_budget(len(data)))
     try:
         return msgpack.unpackb(
-            bytes(data), raw=False, strict_map_key=True, use_list=True,
+            data, raw=False, strict_map_key=True, use_list=True,
             max_str_len=1024, max_bin_len=MAX_PAYLOAD, max_array_len=1024,
             max_map_len=64, max_ext_len=0, ext_hook=_reject_ext,
             object_pairs_hook=_no_dup_map)
@@ -164,8 +285,8 @@ def _check_top(p):
     if not isinstance(p["device"], str):
         raise SchemaError("device must be a string")
     mechs = p["mechs"]
-    if not isinstance(mechs, list) or not 1 <= len(mechs) <= 8:
-        raise SchemaError("mechs must list 1..8 mechanism states")
+    if not isinstance(mechs, list) or not 1 <= len(mechs) <= MAX_MECHS:
+        raise SchemaError("mechs must list 1..%d mechanism states" % MAX_MECHS)
 
 
 def parse_frame(buf, pos=0, key_for=None, require_tag=False):
@@ -181,13 +302,15 @@ def parse_frame(buf, pos=0, key_for=None, require_tag=False):
     if key is not None:
         if tag is None:
             raise BadTag("frame from %r is not tagged but the device has a key" % device)
-        want = hmac.new(key, bytes(buf[pos:end]), hashlib.sha256).digest()
+        with memoryview(buf) as view:  # no copy of a payload of up to MAX_PAYLOAD bytes
+            want = hmac.new(key, view[pos:end], hashlib.sha256).digest()
         if not hmac.compare_digest(want, tag):
             raise BadTag("tag of the frame from %r does not verify" % device)
         verified = True
     elif require_tag:
         raise BadTag("no key known for device %r; cannot verify its frame" % device)
-    payload = decode_payload(buf[start:end])
+    with memoryview(buf) as view:
+        payload = decode_payload(view[start:end])
     _check_top(payload)
     if payload["device"] != device:
         raise SchemaError("payload device %r differs from the envelope's %r" % (payload["device"], device))
@@ -205,7 +328,9 @@ def parse_frame(buf, pos=0, key_for=None, require_tag=False):
     if num * e[1] != e[0] * den:
         raise SchemaError("mechanism budgets add up to %d/%d, not eps %d/%d" % (num, den, e[0], e[1]))
     payload["mechs"] = mechs
-    return Release(payload, bytes(buf[pos:stop]), bytes(buf[start:end]), tag is not None, verified), stop
+    with memoryview(buf) as view:
+        raw = bytes(view[pos:stop])
+    return Release(payload, raw, (start - pos, end - pos), tag is not None, verified), stop
 
 
 def iter_frames(buf, key_for=None, require_tag=False):
@@ -216,21 +341,52 @@ def iter_frames(buf, key_for=None, require_tag=False):
         yield rel
 
 
+def iter_file_frames(fh, key_for=None, require_tag=False):
+    """Yield every Release of binary file ``fh``, streamed to its end.
+
+    Holds one frame (at most MAX_PAYLOAD plus its envelope) and READ_CHUNK
+    bytes of read-ahead at a time, whatever the file's size; a frame cut off
+    by the end of the file raises TruncatedFrame, never a silent stop.
+    """
+    buf = bytearray()
+    while True:
+        if not buf and not read_into(fh, buf, READ_CHUNK):
+            return
+        try:
+            rel, stop = parse_frame(buf, 0, key_for, require_tag)
+        except TruncatedFrame as e:
+            if not read_into(fh, buf, max(e.missing, READ_CHUNK)):
+                raise
+            continue
+        yield rel
+        del buf[:stop]  # O(1): CPython drops a bytearray's head in place
+
+
+def read_into(fh, buf, n):
+    """Append up to ``n`` more bytes of ``fh`` to bytearray ``buf``,
+    READ_CHUNK at a time: a length claim or limit costs only the bytes really
+    there (``fh.read(n)`` would allocate n at once). False at the end of the file."""
+    start = len(buf)
+    while len(buf) - start < n:
+        chunk = fh.read(min(READ_CHUNK, n - (len(buf) - start)))
+        if not chunk:
+            break
+        buf += chunk
+    return len(buf) > start
+
+
 def read_frames(path, key_for=None, require_tag=False):
-    """All releases in a file; FrameError messages name the file and frame index."""
+    """All releases in a file of any size (streamed, iter_file_frames);
+    FrameError messages name the file and frame index."""
+    out = []
     try:
         with open(path, "rb") as fh:
-            buf = fh.read(MAX_PAYLOAD * 4 + 1)
+            for rel in iter_file_frames(fh, key_for, require_tag):
+                out.append(rel)
     except OSError as e:
         raise FrameError("%s: cannot read (%s)" % (path, e.strerror or e))
-    if not buf:
+    except FrameError as e:
+        raise type(e)("%s: frame %d: %s" % (path, len(out), e))
+    if not out:
         raise FrameError("%s: file is empty" % path)
-    out = []
-    pos = 0
-    while pos < len(buf):
-        try:
-            rel, pos = parse_frame(buf, pos, key_for, require_tag)
-        except FrameError as e:
-            raise type(e)("%s: frame %d: %s" % (path, len(out), e))
-        out.append(rel)
     return out

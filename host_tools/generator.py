@@ -11,7 +11,9 @@ import numpy as np
 
 from host_tools.errors import InputError
 from host_tools.generators import read_file_map
-from host_tools.growth import leaf_boxes
+from host_tools.growth import generator_need, leaf_boxes
+from host_tools.plan import require_host_memory
+from host_tools.privhp_wire import MAX_CHANNELS
 
 FORMAT = 1
 KIND = "edgesynth-generator"
@@ -90,10 +92,13 @@ class Generator:
             lo, hi = np.array(m["lo"], float), np.array(m["hi"], float)
         except (KeyError, TypeError, ValueError) as e:
             raise InputError("%s: malformed generator (%s)" % (source, e))
-        if not (level.size == path.size == mass.size > 0) or lo.shape != (d,) or hi.shape != (d,) \
-                or not np.all(lo < hi) or np.any(level > 29) or np.any(path >> level != 0) \
+        if not (level.size == path.size == mass.size > 0) or not 1 <= d <= MAX_CHANNELS or lo.shape != (d,) \
+                or hi.shape != (d,) or not np.all(lo < hi) or np.any(level > 29) or np.any(path >> level != 0) \
                 or not np.all(np.isfinite(mass)):
             raise InputError("%s: generator arrays are inconsistent" % source)
+        # the leaf boxes take 56 d bytes per leaf, 13 in the file: bounded before they are built
+        require_host_memory(generator_need(level.size, d), "%s: loading a generator of %d leaves over %d channel(s)"
+                            % (source, level.size, d))
         from host_tools.growth import Leaves
         return cls(m["names"], lo, hi, Leaves(level, path, mass), m.get("meta", {}))
 

@@ -8,13 +8,20 @@ cdf_generator.py; profile: profile_result.py).
 import msgpack
 
 from host_tools.errors import InputError, MergeError
+from host_tools.frames import decode_budget, scan_msgpack
 
 MECHANISMS = ("privhp", "cdf", "profile")
 MAX_FILE = 256 << 20  # bytes of one generator file
+# The deepest generator file nests 4 containers (a profile's stats.naive.tails);
+# two more levels leave room for provenance.
+MAX_NESTING = 6
 
 
 def _unpack(data, source):
+    """The decoded file, or None when it is not a map; its nesting and decoded
+    size (at most frames.decode_budget of its bytes) are bounded before decoding."""
     try:
+        scan_msgpack(data, MAX_NESTING, len(data), decode_budget(len(data)))
         m = msgpack.unpackb(data, raw=False, max_bin_len=MAX_FILE, max_str_len=1 << 16,
                             max_array_len=1 << 24, max_map_len=1024, max_ext_len=0, strict_map_key=False)
     except Exception as e:
@@ -42,6 +49,7 @@ def load_generator(data, source="generator"):
     """The generator object saved in ``data``, whatever its kind."""
     m = _unpack(data, source)
     kind = m.get("kind") if m is not None else None
+    del m  # from_bytes decodes the file again: never hold two decoded copies
     cls = _classes().get(kind)
     if cls is None:
         raise InputError("%s is not an edgesynth generator (assemble writes one)" % source)

@@ -43,6 +43,39 @@ def sketch_query(state, s, level, nodes):
     return np.median(vals * (1 - 2 * (g & 1)), axis=0)
 
 
+def leaf_count(L, r, k):
+    """Leaves ``grow`` yields for public (L, r, k), whatever the counts: the
+    2**L tree nodes' descendants double on each sketch level, at most k
+    stay, the others become leaves, and level r's candidates all do."""
+    hot, leaves = 1 << L, 0
+    for l in range(L + 1, r + 1):
+        cand = 2 * hot
+        if l == r:
+            leaves += cand
+        elif cand > k:
+            leaves += cand - k
+        hot = min(cand, k)
+    return leaves if r > L else 1 << L
+
+
+def generator_need(leaves, d):
+    """Bytes of host memory a Generator of ``leaves`` leaves over d channels
+    takes: its 4 (leaves, d) float64 box arrays and 3 more while leaf_boxes
+    builds them, 6 per-leaf arrays and the file bytes it writes."""
+    return leaves * (56 * d + 64)
+
+
+def privhp_host_need(L, r, k, j, d):
+    """Bytes of host memory that assembling a PrivHP state takes, from its
+    public parameters alone: the tree as float64, per sketch level about
+    8 + 6 j int64 arrays of the (at most 2k) candidates, the leaves (24 bytes
+    each, twice while concatenated), the generator (generator_need) and
+    1 MiB (tests/test_hostile.py checks it)."""
+    cand = 2 * min(k, 1 << L) if r > L else 0
+    leaves = leaf_count(L, r, k)
+    return 8 * ((1 << (L + 1)) + (8 + 6 * j) * cand) + 48 * leaves + generator_need(leaves, d) + (1 << 20)
+
+
 class Leaves:
     """Leaves of a grown partition: ``level`` (int), ``path`` (int, the level's
     bits read most significant first) and ``mass`` (consistent noisy count)."""

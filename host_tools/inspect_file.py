@@ -2,24 +2,26 @@
 import json
 
 from host_tools.errors import FrameError, InputError
-from host_tools.frames import MAGIC, iter_frames
+from host_tools.frames import MAGIC, iter_file_frames, read_into
 
-MAX_INSPECT = 512 << 20
+MAX_INSPECT = 512 << 20  # bytes of a generator or config; frame files are streamed, any size
 
 
 def describe(path, key=None):
     """JSON-ready description of a frame file, generator file or device config."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read(MAX_INSPECT + 1)
+            head = fh.peek(6)[:6]
+            if head[:2] == b"\x94\xa4" and head[2:6] == MAGIC:
+                return _frames(path, fh, key)
+            data = bytearray()
+            read_into(fh, data, MAX_INSPECT + 1)
     except OSError as e:
         raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
     if not data:
         raise InputError("%s: file is empty" % path)
     if len(data) > MAX_INSPECT:
         raise InputError("%s: larger than %d bytes" % (path, MAX_INSPECT))
-    if data[:2] == b"\x94\xa4" and data[2:6] == MAGIC:
-        return _frames(path, data, key)
     if data.lstrip()[:1] == b"{":
         return _config(path, data)
     from host_tools.generators import load_generator
@@ -30,11 +32,12 @@ def describe(path, key=None):
     return {"file": path, "type": "generator", **gen.summary()}
 
 
-def _frames(path, data, key):
+def _frames(path, fh, key):
+    """Summaries of every frame of ``fh``, streamed: one frame in memory at a time."""
     out = []
     key_for = (lambda device: key) if key else None
     try:
-        for i, rel in enumerate(iter_frames(data, key_for=key_for)):
+        for i, rel in enumerate(iter_file_frames(fh, key_for=key_for)):
             mechs = []
             for m in rel.mechs:
                 if hasattr(m, "describe"):  # cdf, profile
@@ -49,7 +52,7 @@ def _frames(path, data, key):
                         "tagged": rel.tagged, "tag_verified": rel.verified, "sha256": rel.digest,
                         "mechanisms": mechs})
     except FrameError as e:
-        raise FrameError("%s: frame %d: %s" % (path, len(out), e))
+        raise type(e)("%s: frame %d: %s" % (path, len(out), e))
     return {"file": path, "type": "frames", "count": len(out), "frames": out}
 
 

@@ -18,7 +18,9 @@ noise term, 10 sqrt(2), overstates it about tenfold in measurements
 planner uses the calibrated constant.
 
 The CDF and profile planners share this module's RAM model for their states
-(heap_need, ram_notes, require_fit; docs/deployment.md).
+(heap_need, ram_notes, require_fit; docs/deployment.md), and every planner and
+`assemble` share the host's memory limit (require_host_memory): a config whose
+assembly would need more is refused by both.
 """
 import math
 import os
@@ -27,6 +29,7 @@ from fractions import Fraction
 from agent.privhp_build import MAX_DEPTH, MAX_INT_SPAN
 from host_tools.budget import level_weights, privhp_budget
 from host_tools.errors import InputError
+from host_tools.growth import privhp_host_need
 
 # The C core beyond the counters, for every mechanism: es_agent_t (208 B), the
 # largest mechanism state (es_privhp_t, 56 B), the DRBG of construction (136 B)
@@ -54,6 +57,12 @@ SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (
 GC_POOL_NUM, GC_POOL_DEN = 128, 131
 MAX_WIDTH = 4096
 NOISE_CONSTANT = math.sqrt(2)  # per-counter noise sd in units of the scale; calibrated, see above
+# Bytes of host memory that assembling one configuration may take. The need
+# comes from public parameters (growth.privhp_host_need, cdf_estimate.gls_need,
+# profile_invert.inversion_need), so it is checked before anything is
+# allocated: a tiny epsilon's noise radius, a heavily padded tree or millions
+# of PrivHP leaves are refused, not attempted.
+HOST_MEMORY = 2 << 30
 
 
 def parse_bounds(text):
@@ -142,8 +151,9 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
     """Return the public device config (a JSON-ready dict) for PrivHP.
 
     ``ram`` bytes is the whole budget for the agent on the device; the counters
-    get ``ram`` minus the ``runtime``'s overhead (RUNTIME_OVERHEAD). Raises
-    InputError when nothing fits.
+    get ``ram`` minus the ``runtime``'s overhead (RUNTIME_OVERHEAD). Only
+    states whose assembly fits HOST_MEMORY are candidates. Raises InputError
+    when nothing fits.
     """
     d = len(lo)
     names = names or ["x%d" % i for i in range(d)]
@@ -164,7 +174,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
             k = 1 << kb
             widths = [1 << b for b in range(2, 13)] if kb < r else [1]
             for w in widths:
-                if need(k, w, jj) > ram:
+                if need(k, w, jj) > ram or privhp_host_need(min(kb, r), r, k, jj, d) > HOST_MEMORY:
                     continue
                 score = predicted_w1(d, r, k, w, jj, eps, n_max, skew)
                 if best is None or score < best[0]:
@@ -212,6 +222,15 @@ def require_fit(ram, need, counters, runtime, what):
     if ram is not None and need > ram:
         raise InputError("%s needs %d bytes (%d of counters + %d for the %s runtime); --ram gives %d"
                          % (what, need, counters, need - counters, runtime, ram))
+
+
+def require_host_memory(need, what):
+    """Refuse, in one line, the host work ``what`` ("assembling a profile of
+    ...") when it needs ``need`` bytes above HOST_MEMORY: `plan` refuses such
+    a config, `assemble` such frames, `sample` and `inspect` such a generator."""
+    if need > HOST_MEMORY:
+        raise InputError("%s needs about %.1f GiB of host memory, above the host limit of %d GiB"
+                         % (what, need / (1 << 30), HOST_MEMORY >> 30))
 
 
 def mcu_heap(pool):

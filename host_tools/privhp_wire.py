@@ -7,12 +7,15 @@ import numpy as np
 
 from agent.hashing import MAX_WIDTH, P as HASH_P
 from agent.privhp_build import MAX_COUNTERS, MAX_DEPTH
-from agent.spec import MAX_Q
+from agent.spec import MAX_Q, MAX_SCALE
 from host_tools.errors import MergeError, SchemaError
 
 KEYS = ("budget", "clamp", "clamp_p", "hash", "hash_p", "hi", "j", "k", "kind", "lo", "names",
         "q", "r", "sigma", "sketch", "sketches", "tree", "w")
 MAX_CHANNELS = 16
+# Objects of the largest legal map (frames.MAX_OBJECTS): the map, its keys and
+# values, lo/hi/names of MAX_CHANNELS, sigma of MAX_DEPTH + 1, budget's pair.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 3 * MAX_CHANNELS + MAX_DEPTH + 1 + 2
 
 
 def _int(m, name, lo, hi):
@@ -27,6 +30,15 @@ def _floats(m, name, d):
     if not isinstance(v, list) or len(v) != d or not all(isinstance(x, float) and math.isfinite(x) for x in v):
         raise SchemaError("privhp.%s must list %d finite float64 values" % (name, d))
     return np.array(v, dtype=np.float64)
+
+
+def check_scale(what, scale_num, scale_den):
+    """SchemaError unless the noise scale num/den is at most MAX_SCALE = 2**22,
+    the cap every device enforces (agent/spec.py check_scale): a frame beyond
+    it was not made by a device, and its noise radius would size host arrays."""
+    if scale_num > scale_den * MAX_SCALE:
+        raise SchemaError("%s: noise scale %d/%d exceeds 2**22, the cap devices enforce"
+                          % (what, scale_num, scale_den))
 
 
 def dlap_variance(scale_num, scale_den):
@@ -89,6 +101,10 @@ class PrivHPState:
         if budget != [sum(s.sigma) + s.clamp_p, s.q]:
             raise SchemaError("privhp.budget does not equal (sum(sigma) + clamp_p) / q")
         s.budget = (budget[0], budget[1])
+        for lvl, p in enumerate(s.sigma):
+            check_scale("privhp level %d" % lvl, (s.j if lvl > s.L else 1) * s.q * factor, p)
+        if s.clamp_p:
+            check_scale("privhp clamp counter", s.q * factor, s.clamp_p)
         per = 8 if s.sketch == "cs" else 4
         s.hash = _block(m, "hash", "<u2", nl * s.j * per).astype(np.int64).reshape(nl, s.j, per)
         if np.any(s.hash >= HASH_P):

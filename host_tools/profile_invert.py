@@ -52,6 +52,24 @@ def truncation(d, alpha, beta=DEFAULT_BETA):
     return max(1, math.ceil(math.log(4 * d / beta) / -math.log(alpha)))
 
 
+def inversion_need(d, alpha, n, k=1, beta=DEFAULT_BETA):
+    """Bytes of host memory that assembling d counters (k summed sketches,
+    largest count n = k cap, noise ratio alpha) takes, from those public
+    parameters alone: 16 float64 arrays of the padded length n + 2 k tau + 1
+    (the FFT solves: 12 traced by tracemalloc, the rest the FFT's scratch,
+    seen in the RSS), 6 of d (unfolding, clipping), the statistics' lists of
+    n + 1 Python floats and 1 MiB (tests/test_hostile.py checks it)."""
+    m = n + 2 * k * truncation(d, alpha, beta) + 1
+    return 8 * (16 * m + 6 * d) + 40 * (n + 1) + (1 << 20)
+
+
+def profile_what(d, cap, eps, alpha, k=1, beta=DEFAULT_BETA):
+    """How refusals name a profile configuration: ids, cap, epsilon and the
+    noise radius tau its inversion pads by."""
+    return "a profile of %d ids with cap %d and epsilon %s (noise radius tau = %d%s)" % (
+        d, cap, eps, truncation(d, alpha, beta), ", %d summed sketches" % k if k > 1 else "")
+
+
 def kernel(alpha, tau, k=1):
     """The k-fold convolution of the discrete Laplace pmf truncated at tau,
     normalised; length 2 k tau + 1, centred."""

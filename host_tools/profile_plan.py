@@ -13,8 +13,8 @@ import os
 
 from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS, MAX_SAMPLE_BITS
 from host_tools.errors import InputError
-from host_tools.plan import device_config, ram_notes, require_fit, heap_need
-from host_tools.profile_invert import truncation
+from host_tools.plan import device_config, ram_notes, require_fit, heap_need, require_host_memory
+from host_tools.profile_invert import inversion_need, profile_what, truncation
 
 DEFAULT_NAME = "id"
 
@@ -61,6 +61,7 @@ def plan_profile(lo, hi, cap, eps, names=None, relation="add-remove", sample_bit
     require_fit(ram, need, 4 * d, runtime, "a profile over %d ids" % d)
     factor = 2 if relation == "replace" else 1
     alpha = math.exp(-float(eps) / factor)
+    require_host_memory(inversion_need(d, alpha, cap), "assembling " + profile_what(d, cap, eps, alpha))
     kappa = ((1 + alpha) / (1 - alpha)) ** 2
     mech = {"kind": "profile", "names": list(names), "lo": lo, "hi": hi, "cap": cap,
             "q": eps.denominator, "p": eps.numerator}

@@ -17,7 +17,9 @@ import numpy as np
 
 from host_tools.errors import InputError, MergeError
 from host_tools.generators import read_file_map
-from host_tools.profile_invert import DEFAULT_BETA, DEFAULT_P, invert, naive_profile, tails, thresholds, unfold
+from host_tools.plan import require_host_memory
+from host_tools.profile_invert import (DEFAULT_BETA, DEFAULT_P, inversion_need, invert, naive_profile,
+                                       profile_what, tails, thresholds, unfold)
 
 FORMAT = 1
 KIND = "edgesynth-profile"
@@ -106,12 +108,14 @@ def assemble_profile(releases, force=False, p=DEFAULT_P, beta=DEFAULT_BETA, seed
         raise MergeError("a release holds several profile states; assemble cannot tell them apart")
     segs, k = _segments(states, force)
     s0 = states[0]
+    d = sum(hi - lo for lo, hi, _ in segs)
+    require_host_memory(inversion_need(d, s0.alpha, k * s0.cap, k, beta),
+                        "assembling " + profile_what(d, s0.cap, Fraction(*s0.budget), s0.alpha, k, beta))
     rng = np.random.default_rng(seed)  # unfolding is host randomness: seeded, reproducible
     values = np.concatenate([sum(unfold(s.counts, s.cap, s.alpha, rng) for s in g) for _, _, g in segs])
     raw = np.concatenate([sum(s.counts for s in g) for _, _, g in segs])
     n = k * s0.cap
     fhat, ft, diag = invert(values, n, s0.alpha, beta=beta, p=p, k=k)
-    d = values.size
     naive = naive_profile(raw, n)
     kappa = ((1 + s0.alpha) / (1 - s0.alpha)) ** 2
     th = thresholds(n)

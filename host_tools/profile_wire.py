@@ -9,8 +9,12 @@ from agent.hashing import P as HASH_P
 from agent.profile_build import MAX_CAP, MAX_ID, MAX_IDS, MAX_SAMPLE_BITS
 from agent.spec import MAX_Q
 from host_tools.errors import SchemaError
+from host_tools.privhp_wire import check_scale
 
 KEYS = ("budget", "cap", "counts", "hi", "kind", "lo", "names", "p", "q", "sample")
+# Objects of the largest legal map (frames.MAX_OBJECTS): the map, its keys and
+# values, the one name, budget's pair, and the sample map {bits, keys: 8 ints}.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 1 + 2 + 4 + 8
 
 
 def _int(m, name, lo, hi):
@@ -41,6 +45,7 @@ class ProfileState:
         s.q = _int(m, "q", 1, MAX_Q)
         if m["budget"] != [s.p, s.q]:
             raise SchemaError("profile.budget must equal [p, q]")
+        check_scale("profile", factor * s.q, s.p)
         names = m["names"]
         if not isinstance(names, list) or len(names) != 1 or not isinstance(names[0], str) \
                 or not 0 < len(names[0]) <= 64:

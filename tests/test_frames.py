@@ -222,9 +222,10 @@ def hostile_corpus(frame):
         ("tree bin32 claims 4G", envelope(_field(frame, mech + ("tree",), b"\xc6\xff\xff\xff\xff")), BadPayload),
         ("sigma array32 claims 4G", envelope(_field(frame, mech + ("sigma",), b"\xdd\xff\xff\xff\xff")),
          BadPayload),
-        # deep but decodable nesting where a scalar belongs: validators must not recurse
-        ("epoch nested 1000 deep", envelope(_field(frame, ("epoch",), _nest(1000))), SchemaError),
-        ("lo nested 1000 deep", envelope(_field(frame, mech + ("lo",), _nest(1000, 0.5))), SchemaError),
+        # nesting where a scalar belongs: refused by the structure scan before decoding
+        ("epoch nested 1000 deep", envelope(_field(frame, ("epoch",), _nest(1000))), BadPayload),
+        ("lo nested 1000 deep", envelope(_field(frame, mech + ("lo",), _nest(1000, 0.5))), BadPayload),
+        ("epoch nested 2 deep", envelope(_field(frame, ("epoch",), _nest(2))), SchemaError),
         ("names nested 2000 deep", envelope(_field(frame, mech + ("names",), _nest(2000))), BadPayload),
         # duplicate keys inside the mechanism map
         ("duplicate mechanism key", envelope(msgpack.packb(payload_of(frame)).replace(
@@ -262,7 +263,8 @@ def hostile_corpus(frame):
         ("tree of 2**30 counters", envelope(_reshaped(frame, r=29, k=2 ** 29)), SchemaError),
         ("29 sketch levels of 16 x 4096", envelope(_reshaped(frame, r=29, k=1, j=16, w=4096)), SchemaError),
         ("eps 1/(2**64-1)", envelope(_field(frame, ("eps",), P([1, 2 ** 64 - 1]))), SchemaError),
-        ("1024 mechanisms", envelope(_field(frame, ("mechs",), b"\xdc\x04\x00" + b"\xc0" * 1024)), SchemaError),
+        ("1024 mechanisms", envelope(_field(frame, ("mechs",), b"\xdc\x04\x00" + b"\xc0" * 1024)), BadPayload),
+        ("9 mechanisms", envelope(_field(frame, ("mechs",), b"\x99" + b"\xc0" * 9)), SchemaError),
         # trailing bytes: inside the envelope, after a frame, and a partial second frame
         ("bytes after the payload map", envelope(msgpack.packb(payload_of(frame)) + b"\xc0"), BadPayload),
         ("frame then a partial frame", frame + frame[:40], TruncatedFrame),
