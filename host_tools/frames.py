@@ -180,7 +180,8 @@ def scan_msgpack(data, max_nesting, max_objects, max_cost):
     """Walk the msgpack object in ``data`` without building it; BadPayload
     unless it is one complete object with at most ``max_nesting`` nested
     containers, at most ``max_objects`` objects, no ext type, and at most
-    ``max_cost`` bytes of worst-case CPython objects once decoded.
+    ``max_cost`` bytes of worst-case CPython objects once decoded. Returns
+    that worst-case size in bytes.
 
     Iterative, and its stack holds one int per open container, so time is
     O(objects) and memory O(max_nesting) whatever the input. Costs in bytes
@@ -208,18 +209,15 @@ def scan_msgpack(data, max_nesting, max_objects, max_cost):
         if kind == _SCALAR:
             pos += size
             cost += extra
-            continue
-        if kind == _BAD:
+        elif kind == _BAD:
             raise BadPayload("ext types and byte 0xc1 are not allowed (byte %d)" % pos)
-        count = int.from_bytes(data[pos + 1:pos + 1 + size], "big") if size else extra
-        pos += 1 + size
-        if kind == _STR:
-            pos += count
-            cost += 80 + 4 * count
-        elif kind == _BIN:
-            pos += count
-            cost += 40 + count
         else:
+            count = int.from_bytes(data[pos + 1:pos + 1 + size], "big") if size else extra
+            pos += 1 + size
+        if kind == _STR or kind == _BIN:
+            pos += count
+            cost += 80 + 4 * count if kind == _STR else 40 + count
+        elif kind == _ARRAY or kind == _MAP:
             if len(outer) >= max_nesting:
                 raise BadPayload("the msgpack data nests containers more than %d deep" % max_nesting)
             items = count if kind == _ARRAY else 2 * count
@@ -233,12 +231,11 @@ def scan_msgpack(data, max_nesting, max_objects, max_cost):
             rem = items
         if cost > max_cost:
             raise BadPayload("the msgpack data would decode to more than %d bytes of objects" % max_cost)
-    if cost > max_cost:
-        raise BadPayload("the msgpack data would decode to more than %d bytes of objects" % max_cost)
     if pos > n:
         raise BadPayload("the msgpack data ends inside an object at byte %d" % n)
     if pos < n:
         raise BadPayload("trailing bytes after the msgpack object")
+    return cost
 
 
 def decode_budget(nbytes):

@@ -16,6 +16,7 @@ from fractions import Fraction
 import msgpack
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import agent
 import host_tools.frames as frames
@@ -422,3 +423,27 @@ def test_streaming_holds_one_frame_at_a_time(tmp_path):
             return sum(1 for _ in frames.iter_file_frames(fh))
     n, peak = _peak(walk)
     assert n == 40 and peak < 8 * len(frs[0]) + 2 * frames.READ_CHUNK, peak
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2 ** 63, 2 ** 64 - 1) | st.floats() | st.text(max_size=40)
+    | st.binary(max_size=64),
+    lambda kids: st.lists(kids, max_size=40) | st.dictionaries(st.text(max_size=8), kids, max_size=12),
+    max_leaves=400)
+
+
+@settings(max_examples=100, deadline=None)
+@given(v=_values)
+def test_the_scan_accepts_what_msgpack_decodes_and_bounds_what_it_takes(v):
+    """scan_msgpack agrees with msgpack on valid data, refuses every strict
+    prefix, and its worst-case size bounds the decoder's traced peak."""
+    data = msgpack.packb(v)
+    cost = frames.scan_msgpack(data, 1000, len(data), 1 << 40)
+    tracemalloc.start()
+    msgpack.unpackb(data, raw=False, strict_map_key=False, object_pairs_hook=dict)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= cost + 1024, (peak, cost)
+    for cut in range(0, len(data), max(1, len(data) // 40)):
+        with pytest.raises(BadPayload):
+            frames.scan_msgpack(data[:cut], 1000, len(data), 1 << 40)
