@@ -23,7 +23,7 @@ import os
 import urllib.parse
 
 from host_tools.errors import EdgesynthError, FrameError
-from host_tools.frames import parse_frame, split_envelope
+from host_tools.frames import parse_frame, read_into, split_envelope
 from host_tools.store import CONFLICT, DUPLICATE, STORED, StoreWriteError
 
 MAX_FILE = 1 << 30  # bytes per frame file
@@ -92,8 +92,9 @@ def _read(path):
     try:
         if os.path.getsize(path) > MAX_FILE:
             return None, "larger than %d bytes" % MAX_FILE
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE + 1)
+        data = bytearray()
+        with open(path, "rb") as fh:  # read_into: only the bytes really there, never MAX_FILE at once
+            read_into(fh, data, MAX_FILE + 1)
     except OSError as e:
         return None, "cannot read (%s)" % (e.strerror or e)
     if len(data) > MAX_FILE:
