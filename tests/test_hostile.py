@@ -5,7 +5,6 @@ Decoding (frames.scan_msgpack before msgpack), the host algorithms' memory
 `plan`) and streamed frame files (never a silent prefix).
 """
 import hashlib
-import hmac
 import os
 import struct
 import subprocess
@@ -21,31 +20,18 @@ from hypothesis import given, settings, strategies as st
 import agent
 import host_tools.frames as frames
 from host_tools.errors import BadPayload, FrameError, InputError, SchemaError, TruncatedFrame
-from host_tools.frames import MAX_OBJECTS, iter_frames, parse_frame, read_frames, split_envelope
+from host_tools.frames import MAX_OBJECTS, iter_frames, parse_frame, read_frames
 from host_tools.inspect_file import describe
 from host_tools.plan import HOST_MEMORY
 from host_tools.simulate import simulate
 from tests.conftest import privhp_config
 from tests.helpers import release
+from tests.test_frames import envelope, payload_of
 
 KEY = b"h" * 32
 MiB = 1 << 20
 FRAME_SLACK = 8 * MiB      # parse_frame: at most 4 bytes per frame byte plus this
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def envelope(payload, device=b"dev-1", key=None):
-    """Wrap payload bytes the way the device does, tagged under ``key`` if given."""
-    body = b"\x94\xa4ESF1" + bytes([0xA0 | len(device)]) + device + b"\xc6" + struct.pack(">I", len(payload)) \
-        + payload
-    if key is None:
-        return body + b"\xc0"
-    return body + b"\xc4\x20" + hmac.new(key, body, hashlib.sha256).digest()
-
-
-def payload_of(frame):
-    _, a, b, _, _ = split_envelope(frame)
-    return msgpack.unpackb(frame[a:b])
 
 
 # ------------------------------------------------------------ item 5: decoding

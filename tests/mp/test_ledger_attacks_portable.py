@@ -116,13 +116,20 @@ def test_another_device_id_or_budget_is_refused():
     _refused(path, _cfg(lifetime=(100, 1)), why="lifetime_epsilon")
 
 
-def test_a_persist_cut_before_its_counter_step_is_caught_up():
+def _two_records(n, k):
+    """A provisioned device checkpointed twice (100 readings, then ``n`` more):
+    (state path, the first record's bytes, the device)."""
     path, d = _fresh()
     _feed(d, 100)
     d.checkpoint()
-    old = _read(path)
-    _feed(d, 10, 2)
+    first = _read(path)
+    _feed(d, n, k)
     d.checkpoint()
+    return path, first, d
+
+
+def test_a_persist_cut_before_its_counter_step_is_caught_up():
+    path, old, d = _two_records(10, 2)
     d = None
     n = _header(_read(path))[1]["ctr"]
     _write(path + ".ctr", ("%d\n" % (n - 1)).encode())   # the cut: record n on flash, counter at n - 1
@@ -205,12 +212,7 @@ def test_restoring_state_and_emulated_counter_together_goes_unnoticed():
 # ---- power cut after the rename (issue 11, item 14)
 
 def test_a_newer_tmp_beside_an_older_state_is_loaded():
-    path, d = _fresh()
-    _feed(d, 100)
-    d.checkpoint()
-    old = _read(path)
-    _feed(d, 100, 3)
-    d.checkpoint()
+    path, old, d = _two_records(100, 3)
     kept = _counters(d)
     d = None
     os.rename(path, path + ".tmp")               # the last rename did not survive the cut ...
