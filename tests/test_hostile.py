@@ -411,11 +411,13 @@ def test_streaming_holds_one_frame_at_a_time(tmp_path):
     assert n == 40 and peak < 8 * len(frs[0]) + 2 * frames.READ_CHUNK, peak
 
 
+def _containers(kids):
+    return st.lists(kids, max_size=40) | st.dictionaries(st.text(max_size=8), kids, max_size=12)
+
+
 _values = st.recursive(
     st.none() | st.booleans() | st.integers(-2 ** 63, 2 ** 64 - 1) | st.floats() | st.text(max_size=40)
-    | st.binary(max_size=64),
-    lambda kids: st.lists(kids, max_size=40) | st.dictionaries(st.text(max_size=8), kids, max_size=12),
-    max_leaves=400)
+    | st.binary(max_size=64), _containers, max_leaves=400)
 
 
 @settings(max_examples=100, deadline=None)
