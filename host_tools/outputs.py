@@ -5,11 +5,19 @@ directory fsynced so the rename itself survives a power cut.
 A run that fails part-way (disk full, an error, Ctrl-C) leaves the previous
 output untouched and no partial file behind; the error names the path and what
 happened. ``-`` is not special here: callers that accept stdout handle it.
+
+What the path names decides how it is written:
+- nothing, or a regular file: temporary file and rename; a replaced file keeps
+  its permission bits unless the caller sets them (0o600 for secrets);
+- a symlink: the file it points to is replaced the same way, and the link stays;
+- anything else (a device such as /dev/null or /dev/stdout, a FIFO): written
+  straight through, since it cannot be replaced and holds no previous output.
 """
 import contextlib
 import errno
 import os
 import secrets
+import stat
 
 from host_tools.errors import InputError
 
@@ -40,14 +48,33 @@ def write_error(path, e):
 
 
 @contextlib.contextmanager
-def atomic_output(path, mode="wb", perms=0o644, encoding=None, newline=None):
+def atomic_output(path, mode="wb", perms=None, encoding=None, newline=None):
     """Yield a file object whose content replaces ``path`` only when the block
-    ends without an exception. ``perms``: mode bits of the new file, set from
-    its first byte (0o600 for secrets). OSErrors become InputErrors naming
-    ``path``.
+    ends without an exception (see the module docstring for symlinks and
+    devices). ``perms``: mode bits of the new file, set from its first byte
+    (0o600 for secrets); None keeps those of the file replaced, else 0o644.
+    OSErrors become InputErrors naming ``path``.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(path), secrets.token_hex(6)))
+    target = os.path.realpath(path)  # a symlink's target is what gets replaced
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise write_error(path, e)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError("%s: is a directory, not a file" % path)
+        try:
+            with open(target, mode, encoding=encoding, newline=newline) as fh:
+                yield fh
+        except OSError as e:
+            raise write_error(path, e)
+        return
+    if perms is None:
+        perms = stat.S_IMODE(st.st_mode) if st is not None else 0o644
+    directory = os.path.dirname(target)
+    tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(target), secrets.token_hex(6)))
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, perms)
     except OSError as e:
@@ -58,7 +85,9 @@ def atomic_output(path, mode="wb", perms=0o644, encoding=None, newline=None):
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if st is not None:
+            os.chmod(tmp, perms)  # the umask may have narrowed the bits of the replaced file
+        os.replace(tmp, target)
         done = True
     except OSError as e:
         raise write_error(path, e)
@@ -69,13 +98,13 @@ def atomic_output(path, mode="wb", perms=0o644, encoding=None, newline=None):
     fsync_dir(directory)
 
 
-def write_bytes(path, data, perms=0o644):
+def write_bytes(path, data, perms=None):
     """Replace ``path`` atomically with ``data`` (bytes)."""
     with atomic_output(path, "wb", perms) as fh:
         fh.write(data)
 
 
-def write_text(path, text, perms=0o644):
+def write_text(path, text, perms=None):
     """Replace ``path`` atomically with ``text`` (UTF-8)."""
     with atomic_output(path, "w", perms, encoding="utf-8", newline="") as fh:
         fh.write(text)

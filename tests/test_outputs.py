@@ -2,6 +2,7 @@
 write (disk full) leaves the previous output byte for byte and no stray file."""
 import errno
 import os
+import stat
 
 import numpy as np
 import pytest
@@ -62,3 +63,27 @@ def test_write_bytes_replaces_and_keeps_mode(tmp_path):
     write_bytes(str(p), b"two", perms=0o600)
     assert p.read_bytes() == b"two" and (os.stat(p).st_mode & 0o777) == 0o600
     assert os.listdir(tmp_path) == ["k"]
+
+
+def test_outputs_through_a_symlink_replace_its_target_and_keep_the_link(tmp_path):
+    real, link = tmp_path / "real.json", tmp_path / "link.json"
+    real.write_text("old")
+    os.chmod(real, 0o600)
+    link.symlink_to(real.name)
+    assert run("plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "40K", "-o", link)[0] == 0
+    assert link.is_symlink() and os.readlink(link) == real.name
+    assert real.read_text().startswith("{") and stat_mode(real) == 0o600   # the replaced file's bits
+
+
+def test_device_outputs_are_written_through_not_replaced(tmp_path):
+    """-o /dev/null (here through a link to it) must never turn the device into a file."""
+    link = tmp_path / "null"
+    link.symlink_to("/dev/null")
+    assert run("plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "40K", "-o", link)[0] == 0
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and link.is_symlink()
+    code, _, err = run("plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "40K", "-o", tmp_path)
+    assert code == 2 and "directory" in err
+
+
+def stat_mode(p):
+    return stat.S_IMODE(os.stat(p).st_mode)
