@@ -309,7 +309,8 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
             raise InputError("--epoch is the window index with --window; leave it out")
         schedule = Schedule(window, _time_option(start, "--start"), _time_option(end, "--end"))
         parse = {time_column: lambda cell: schedule.check(parse_time(cell))}
-        table = read_columns(input_path, cols + [time_column], parsers=parse)
+        # a device that saw nothing in the schedule still releases every window
+        table = read_columns(input_path, cols + [time_column], parsers=parse, allow_empty=True)
         data, times = table[:, :-1], table[:, -1]
     else:
         data = read_columns(input_path, cols)

@@ -10,14 +10,15 @@ from host_tools.outputs import atomic_output
 MAX_FIELD = 1 << 16
 
 
-def read_columns(path, columns, progress=None, parsers=None):
+def read_columns(path, columns, progress=None, parsers=None, allow_empty=False):
     """Numeric columns ``columns`` of CSV ``path`` as a float64 array (n, d).
 
     The first row is the header. Empty cells, text, NaN and infinities are
     errors naming their line; values outside any bounds are *not* errors here
     (the agent clamps them). ``progress(nbytes)`` is called as the file is read.
     ``parsers`` maps a column name to its own cell parser (text -> float,
-    ValueError with a message on a bad cell), e.g. timestamps.
+    ValueError with a message on a bad cell), e.g. timestamps. A file with a
+    header and no rows is an error unless ``allow_empty`` (then shape (0, d)).
     """
     parsers = parsers or {}
     try:
@@ -72,9 +73,9 @@ def read_columns(path, columns, progress=None, parsers=None):
             raise InputError("%s: line %d: %s" % (path, line, e))
         except UnicodeDecodeError:
             raise InputError("%s: line %d is not UTF-8 text" % (path, line + 1))
-    if not rows:
+    if not rows and not allow_empty:
         raise InputError("%s: no data rows" % path)
-    return np.array(rows, dtype=np.float64)
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(columns))
 
 
 def write_columns(path, names, data):

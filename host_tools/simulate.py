@@ -110,7 +110,7 @@ def clamped_fraction(data, cfg):
     if not isinstance(m.get("lo"), list):
         return 0.0
     lo, hi = np.array(m["lo"], float), np.array(m["hi"], float)
-    if lo.size != data.shape[1]:
+    if lo.size != data.shape[1] or not len(data):
         return 0.0
     return float(np.mean(np.any((data < lo) | (data > hi), axis=1)))
 

@@ -41,8 +41,10 @@ def window_seed(seed, epoch):
 
 
 def parse_time(text):
-    """Unix seconds (float) of ``text``: a decimal number of seconds, or ISO 8601
-    (``2010-01-01T05:00``, ``...Z``, ``...+01:00``; without an offset, UTC).
+    """Unix seconds (float64: sub-microsecond digits are rounded) of ``text``:
+    a decimal number of seconds, or ISO 8601 as datetime.fromisoformat reads it
+    (``2010-01-01T05:00``, ``...:00.250``, ``...Z``, ``...+01:00``; without an
+    offset, UTC; Python 3.10 wants 3 or 6 fraction digits, 3.11 takes more forms).
 
     Raises ValueError with a message naming the accepted forms.
     """
@@ -97,7 +99,11 @@ class Schedule:
 
 
 def _fmt_time(t):
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    """ISO 8601 UTC of Unix seconds ``t``, or the seconds themselves beyond datetime's years."""
+    try:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return "%r s" % t
 
 
 def simulate_windows(cfg, data, times, columns, schedule, seed=None, first_seq=0, progress=None, **kw):

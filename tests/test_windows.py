@@ -164,3 +164,17 @@ def test_window_seeds_are_per_window_and_identical_windows_get_independent_noise
         for j in range(i + 1, 4):
             assert np.count_nonzero(trees[i] != trees[j]) > len(trees[i]) // 2
     assert frames == simulate_windows(cfg, data, times, ["x0", "x1"], sched, seed=b"\x07", first_seq=3)
+
+
+def test_extreme_timestamps_are_refused_in_one_line_and_an_empty_recording_releases_every_window(setup):
+    tmp, cfg, rows, write = setup
+    for cell in ("1e17", "1e300", "-1e12"):
+        path = tmp / "x.csv"
+        path.write_text("t,a,b\n%d,0.1,0.1\n%s,0.2,0.2\n" % (T0, cell))
+        code, _, err = simulate_csv(cfg, path, tmp / "o.bin")
+        assert code == 2 and "line 3" in err and "outside" in err and "internal" not in err, err
+    empty = tmp / "empty.csv"
+    empty.write_text("t,a,b\n")
+    code, msg, err = simulate_csv(cfg, empty, tmp / "e.bin", "--seed", "01")
+    assert code == 0 and "0 readings, 8 frames" in msg, err
+    assert len(read_frames(str(tmp / "e.bin"))) == 8
