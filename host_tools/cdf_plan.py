@@ -41,7 +41,7 @@ from agent.cdf_build import MAX_BINS, MAX_INT_SPAN
 from host_tools.budget import Q_BITS, split_integer
 from host_tools.cdf_estimate import cdf_what, gls_need, level_use, plain_error, stored_widths, suffix_products
 from host_tools.errors import InputError
-from host_tools.plan import HOST_MEMORY, device_config, ram_notes, require_fit, heap_need, require_host_memory
+from host_tools.plan import host_memory, device_config, ram_notes, require_fit, heap_need, require_host_memory
 
 MAX_FACTOR = 64
 PAD = 1.5
@@ -190,7 +190,7 @@ def smooth_bins(top):
 
 def choose_bins(d, span, ram, runtime):
     """(K, branching, how K was chosen) of the largest K that fits ``ram``
-    bytes (and whose assembly fits plan.HOST_MEMORY): the integer ``span``
+    bytes (and whose assembly fits plan.host_memory()): the integer ``span``
     (span_cap; None for float bounds) or a 2**a 3**b below it and MAX_BINS,
     each with the tree choose_tree picks.
     Raises InputError when K = 2 does not fit.
@@ -199,6 +199,7 @@ def choose_bins(d, span, ram, runtime):
     without a tree search: every tree stores at least that much.
     """
     top = min(span or MAX_BINS, MAX_BINS)
+    limit = host_memory()
     candidates = smooth_bins(top)
     if candidates[0] != top:
         candidates.insert(0, top)  # only an integer span can be off the 2**a 3**b grid
@@ -206,7 +207,7 @@ def choose_bins(d, span, ram, runtime):
         if heap_need(4 * d * K, runtime, "cdf", channels=d, arrays=d) > ram:
             continue
         branching = choose_tree(K)
-        if cdf_heap_need(d, K, branching, runtime)[1] <= ram and gls_need(K, branching, d) <= HOST_MEMORY:
+        if cdf_heap_need(d, K, branching, runtime)[1] <= ram and gls_need(K, branching, d) <= limit:
             return K, branching, "integer span" if K == span else "largest 2**a 3**b that fits"
     need = cdf_heap_need(d, 2, (2,), runtime)[1]
     raise InputError("a %d-byte budget cannot hold a 2-bin cdf over %d channel(s) on the %s runtime: "

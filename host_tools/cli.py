@@ -13,6 +13,7 @@ import numpy as np
 
 from host_tools.errors import EdgesynthError, InputError
 from host_tools.outputs import atomic_output, write_bytes, write_text
+from host_tools.plan import parse_size
 
 EPILOG = ("Docs: README.md; docs/ has config, privacy, wire-format, deployment, native, trust, "
           "cdf and profile pages.")
@@ -178,7 +179,7 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
     from host_tools.budget import parse_epsilon
     from host_tools.plan import parse_bounds, plan_privhp
     eps = parse_epsilon(epsilon)
-    ram_bytes = _parse_size(ram, "--ram") if ram is not None else None
+    ram_bytes = parse_size(ram, "--ram") if ram is not None else None
     if mechanism != "privhp":
         from host_tools.plan_sketches import plan_command
         plan_command(mechanism, eps, bounds=bounds, bins=bins, branching=branching, domain=domain, cap=cap,
@@ -227,22 +228,6 @@ def parse_share(text):
     if not 0 <= share < 1:
         raise ValueError(text)
     return share
-
-
-def _parse_size(text, what):
-    t = str(text).strip().upper()
-    mult = 1
-    for suffix, m in (("KIB", 1024), ("MIB", 1 << 20), ("K", 1024), ("M", 1 << 20), ("B", 1)):
-        if t.endswith(suffix):
-            t, mult = t[:-len(suffix)], m
-            break
-    try:
-        v = int(float(t) * mult)
-    except ValueError:
-        raise InputError("%s must be a size like 32768 or 32K, got %r" % (what, text))
-    if v <= 0:
-        raise InputError("%s must be positive" % what)
-    return v
 
 
 # ----------------------------------------------------------------- simulate
@@ -317,7 +302,7 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     seed_b = _hex_bytes(seed, "--seed") if seed else None
     key = _device_key(key_hex, keyring, device_id)
     outside = clamped_fraction(data, cfg) if cfg["mechanisms"] and "lo" in cfg["mechanisms"][0] else 0.0
-    run = dict(runtime=runtime, device_id=device_id, key=key, heap=_parse_size(heap, "--heap"), cpu=cpu)
+    run = dict(runtime=runtime, device_id=device_id, key=key, heap=parse_size(heap, "--heap"), cpu=cpu)
     with _progress() as prog:
         task = prog.add_task("agent (%s)" % runtime, total=len(data))
         step = lambda n: prog.advance(task, n)  # noqa: E731
@@ -697,7 +682,7 @@ def demo(out_dir, epsilon, ram, seed):
     baseline and writes a PNG comparing real and synthetic distributions.
     """
     from host_tools.demo import run_demo
-    run_demo(out_dir, epsilon, _parse_size(ram, "--ram"), seed, echo=click.echo, table=print_report)
+    run_demo(out_dir, epsilon, parse_size(ram, "--ram"), seed, echo=click.echo, table=print_report)
 
 
 if __name__ == "__main__":

@@ -57,12 +57,40 @@ SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (
 GC_POOL_NUM, GC_POOL_DEN = 128, 131
 MAX_WIDTH = 4096
 NOISE_CONSTANT = math.sqrt(2)  # per-counter noise sd in units of the scale; calibrated, see above
+
+
+def parse_size(text, what):
+    """Bytes of a size written as 32768, 32K, 32KiB, 1.5M or 2G (binary
+    units); InputError naming ``what`` otherwise."""
+    t = str(text).strip().upper()
+    mult = 1
+    for suffix, m in (("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30),
+                      ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("B", 1)):
+        if t.endswith(suffix):
+            t, mult = t[:-len(suffix)], m
+            break
+    try:
+        v = int(float(t) * mult)
+    except (ValueError, OverflowError):
+        raise InputError("%s must be a size like 32768 or 32K, got %r" % (what, text))
+    if v <= 0:
+        raise InputError("%s must be positive" % what)
+    return v
+
+
 # Bytes of host memory that assembling one configuration may take. The need
 # comes from public parameters (growth.privhp_host_need, cdf_estimate.gls_need,
 # profile_invert.inversion_need), so it is checked before anything is
 # allocated: a tiny epsilon's noise radius, a heavily padded tree or millions
 # of PrivHP leaves are refused, not attempted.
+# EDGESYNTH_HOST_MEMORY (e.g. 16G) sets it for a bigger or smaller host.
 HOST_MEMORY = 2 << 30
+
+
+def host_memory():
+    """Bytes: HOST_MEMORY, or EDGESYNTH_HOST_MEMORY where it is set."""
+    env = os.environ.get("EDGESYNTH_HOST_MEMORY")
+    return HOST_MEMORY if env is None else parse_size(env, "EDGESYNTH_HOST_MEMORY")
 
 
 def parse_bounds(text):
@@ -152,7 +180,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
 
     ``ram`` bytes is the whole budget for the agent on the device; the counters
     get ``ram`` minus the ``runtime``'s overhead (RUNTIME_OVERHEAD). Only
-    states whose assembly fits HOST_MEMORY are candidates. Raises InputError
+    states whose assembly fits host_memory() are candidates. Raises InputError
     when nothing fits.
     """
     d = len(lo)
@@ -168,13 +196,13 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
 
     def need(k, w, jj):
         return heap_need(counter_bytes(r, k, w, jj, sketch), runtime, sketch, d, privhp_arrays(r, k, jj))
-    best = None
+    best, limit = None, host_memory()
     for jj in js:
         for kb in range(0, r + 1):
             k = 1 << kb
             widths = [1 << b for b in range(2, 13)] if kb < r else [1]
             for w in widths:
-                if need(k, w, jj) > ram or privhp_host_need(min(kb, r), r, k, jj, d) > HOST_MEMORY:
+                if need(k, w, jj) > ram or privhp_host_need(min(kb, r), r, k, jj, d) > limit:
                     continue
                 score = predicted_w1(d, r, k, w, jj, eps, n_max, skew)
                 if best is None or score < best[0]:
@@ -226,11 +254,16 @@ def require_fit(ram, need, counters, runtime, what):
 
 def require_host_memory(need, what):
     """Refuse, in one line, the host work ``what`` ("assembling a profile of
-    ...") when it needs ``need`` bytes above HOST_MEMORY: `plan` refuses such
+    ...") when it needs ``need`` bytes above host_memory(): `plan` refuses such
     a config, `assemble` such frames, `sample` and `inspect` such a generator."""
-    if need > HOST_MEMORY:
-        raise InputError("%s needs about %.1f GiB of host memory, above the host limit of %d GiB"
-                         % (what, need / (1 << 30), HOST_MEMORY >> 30))
+    limit = host_memory()
+    if need > limit:
+        raise InputError("%s needs about %s of host memory, above the host limit of %s "
+                         "(EDGESYNTH_HOST_MEMORY sets it)" % (what, _human(need), _human(limit)))
+
+
+def _human(nbytes):
+    return "%.3g GiB" % (nbytes / (1 << 30)) if nbytes >= 1 << 30 else "%.3g MiB" % (nbytes / (1 << 20))
 
 
 def mcu_heap(pool):

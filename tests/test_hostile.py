@@ -435,3 +435,15 @@ def test_the_scan_accepts_what_msgpack_decodes_and_bounds_what_it_takes(v):
     for cut in range(0, len(data), max(1, len(data) // 40)):
         with pytest.raises(BadPayload):
             frames.scan_msgpack(data[:cut], 1000, len(data), 1 << 40)
+
+
+def test_the_host_memory_limit_follows_the_environment(monkeypatch):
+    from host_tools.plan import require_host_memory
+    need = 3 << 30
+    with pytest.raises(InputError, match="above the host limit of 2 GiB"):
+        require_host_memory(need, "this")
+    monkeypatch.setenv("EDGESYNTH_HOST_MEMORY", "4G")
+    require_host_memory(need, "this")
+    monkeypatch.setenv("EDGESYNTH_HOST_MEMORY", "lots")
+    with pytest.raises(InputError, match="EDGESYNTH_HOST_MEMORY must be a size"):
+        require_host_memory(need, "this")
