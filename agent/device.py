@@ -40,7 +40,8 @@ def ratio(v, what):
 class Agent:
     """Private summaries of one device's stream (see module docstring).
 
-    ``device_id``: short UTF-8 name carried in the frame (1..64 bytes).
+    ``device_id``: name carried in the frame, 1..64 characters of
+    ``A-Z a-z 0-9 . _ - :`` (device_id_bytes).
     ``epoch``, ``seq``: release counters chosen by the caller (0..2**32-1).
     ``key``: optional HMAC-SHA256 device key (bytes); frames are tagged with it.
     ``restore``: ``restore(mechs)`` fills the counters of a persisted state
