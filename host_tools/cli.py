@@ -585,6 +585,12 @@ def ingest(files, store_path, keyring, as_json):
     duplicate, else 2.
     """
     from host_tools.ingest import ingest as run_ingest
+    return _into_store(store_path, keyring, as_json, lambda st, key_for, report: run_ingest(st, files, key_for, report))
+
+
+def _into_store(store_path, keyring, as_json, run):
+    """Open (or create) the store, ``run(store, key_for, report)``, print one
+    line per frame (stdout: acks or --json; stderr: refusals) and the summary."""
     from host_tools.keys import load
     from host_tools.store import Store
     ring = load(keyring)
@@ -597,14 +603,14 @@ def ingest(files, store_path, keyring, as_json):
             click.echo(r.text(), err=True)
 
     with Store(store_path, create=True) as st:
-        out = run_ingest(st, files, ring.key_for, report)
+        out = run(st, ring.key_for, report)
     click.echo(out.summary(), err=True)
     return 0 if out.ok else 2
 
 
 @main.group()
 def store():
-    """Inspect an ingest store (read-only)."""
+    """Inspect an ingest store (read-only), or migrate an old one."""
 
 
 @store.command("stats")
@@ -626,6 +632,22 @@ def store_stats(store_path, as_json):
     for dev, epoch, seq, digest in conflicts:
         click.echo("conflict: device %s epoch %d seq %d payload sha256 %s (kept aside, not merged)"
                    % (shown(dev), epoch, seq, digest))
+
+
+@store.command("migrate")
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.option("--to", "store_path", required=True, type=click.Path(dir_okay=False),
+              help="New store to fill (created if missing, as by ingest).")
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False),
+              help="Keyring: each frame is verified again under its device's key.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per frame, as ingest --json.")
+def store_migrate(old, store_path, keyring, as_json):
+    """Copy the frames of a store written by an earlier edgesynth (schema 1)
+    into a new store, verified and stored as by ingest. OLD is only read."""
+    from host_tools.ingest import migrate
+    from host_tools.store import require_schema_1
+    require_schema_1(old)  # before a new store is made
+    return _into_store(store_path, keyring, as_json, lambda st, key_for, report: migrate(old, st, key_for, report))
 
 
 # ------------------------------------------------------------ bundle, deploy

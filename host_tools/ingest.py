@@ -24,7 +24,7 @@ import urllib.parse
 
 from host_tools.errors import EdgesynthError, FrameError
 from host_tools.frames import parse_frame, read_into, split_envelope
-from host_tools.store import CONFLICT, DUPLICATE, STORED, StoreWriteError
+from host_tools.store import CONFLICT, DUPLICATE, STORED, StoreWriteError, schema_1_frames
 
 MAX_FILE = 1 << 30  # bytes per frame file
 REJECTED = "rejected"
@@ -82,6 +82,13 @@ class Outcome:
     def ok(self):
         return self.counts[CONFLICT] == self.counts[REJECTED] == 0
 
+    def tally(self, report):
+        """``done(Report)``: count the report here, then pass it to ``report``."""
+        def done(r):
+            self.counts[r.result] += 1
+            report(r)
+        return done
+
     def summary(self):
         c = self.counts
         return "%d stored, %d duplicate(s), %d conflict(s), %d rejected" % (
@@ -118,10 +125,7 @@ def _stopped(store, path, index, outcome, error):
 
 def ingest_file(store, path, key_for, outcome, report):
     """Ingest every frame of one file, calling ``report(Report)`` per frame."""
-    def done(r):
-        outcome.counts[r.result] += 1
-        report(r)
-
+    done = outcome.tally(report)
     data, err = _read(path)
     if err:
         done(Report(path, 0, REJECTED, reason=err))
@@ -133,21 +137,38 @@ def ingest_file(store, path, key_for, outcome, report):
         except FrameError as e:
             done(Report(path, i, REJECTED, reason="%s (rest of the file skipped)" % e))
             return
-        try:
-            rel = parse_frame(data, pos, key_for=key_for, require_tag=True)[0]
-        except FrameError as e:
-            done(Report(path, i, REJECTED, reason=str(e)))
-        else:
-            try:
-                result = store.put(rel)
-            except StoreWriteError as e:
-                raise _stopped(store, path, i, outcome, e)
-            reason = None
-            if result == CONFLICT:
-                reason = ("conflict: device %r epoch %d is already stored with other bytes; this frame is kept "
-                          "aside in the store's conflicts table, not stored" % (rel.device, rel.epoch))
-            done(Report(path, i, result, rel, reason))
+        _ingest_frame(store, path, i, data, pos, key_for, outcome, done)
         pos, i = stop, i + 1
+
+
+def _ingest_frame(store, path, i, data, pos, key_for, outcome, done):
+    """Verify the frame at ``data[pos:]``, store it, and ``done(Report)``."""
+    try:
+        rel = parse_frame(data, pos, key_for=key_for, require_tag=True)[0]
+    except FrameError as e:
+        done(Report(path, i, REJECTED, reason=str(e)))
+        return
+    try:
+        result = store.put(rel)
+    except StoreWriteError as e:
+        raise _stopped(store, path, i, outcome, e)
+    reason = None
+    if result == CONFLICT:
+        reason = ("conflict: device %r epoch %d is already stored with other bytes; this frame is kept "
+                  "aside in the store's conflicts table, not stored" % (rel.device, rel.epoch))
+    done(Report(path, i, result, rel, reason))
+
+
+def migrate(old_path, store, key_for, report):
+    """Copy every frame of the schema-1 store ``old_path`` into ``store``,
+    verified again under ``key_for`` and stored by the (device, epoch) rules
+    (so frames the old store refused as replays cannot be recovered, but none
+    it held is lost). ``old_path`` is only read. Returns an Outcome."""
+    outcome = Outcome()
+    done = outcome.tally(report)
+    for i, raw in enumerate(schema_1_frames(old_path)):
+        _ingest_frame(store, old_path, i, raw, 0, key_for, outcome, done)
+    return outcome
 
 
 def ingest(store, paths, key_for, report):

@@ -97,6 +97,10 @@ def _check_file(path):
     if len(head) < 100 or head[:16] != SQLITE_MAGIC:
         raise StoreError("%s: not an SQLite database, so not an edgesynth store; left unchanged" % path)
     app = int.from_bytes(head[68:72], "big")
+    if app == 0 and _is_schema_1(path):
+        raise StoreError("%s: a store of an earlier edgesynth (schema 1), left unchanged; its frames are "
+                         "intact: `edgesynth store migrate %s --to NEW --keyring K` copies them into a "
+                         "new store" % (path, path))
     if app != APPLICATION_ID:
         raise StoreError("%s: an SQLite database without the edgesynth store mark (application_id %#x, "
                          "a store has %#x); left unchanged" % (path, app, APPLICATION_ID))
@@ -125,6 +129,47 @@ def _create(path):
             os.unlink(tmp)
 
 
+def _uri(path, mode):
+    return "file:%s?mode=%s" % (urllib.parse.quote(os.path.abspath(path)), mode)
+
+
+def _is_schema_1(path):
+    """True for a store written before the (device, epoch) rules (schema 1:
+    a ``meta`` table, no application id). Read as immutable: no byte written,
+    no -wal or -shm file made."""
+    try:
+        db = sqlite3.connect(_uri(path, "ro") + "&immutable=1", uri=True)
+        try:
+            row = db.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == "1"
+
+
+def require_schema_1(path):
+    """StoreError unless ``path`` is a schema-1 store (reads, writes nothing)."""
+    if not os.path.isfile(path) or not _is_schema_1(path):
+        raise StoreError("%s: not an edgesynth store of schema 1" % path)
+
+
+def schema_1_frames(path):
+    """Yield the exact frame bytes of a schema-1 store, oldest key first.
+    Opened read-only (not immutable, so frames still in its WAL are read
+    too); StoreError when ``path`` is not such a store."""
+    require_schema_1(path)
+    try:
+        db = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            for (raw,) in db.execute("SELECT raw FROM frames ORDER BY device, epoch, seq"):
+                yield bytes(raw)
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        raise StoreError("%s: cannot read the schema-1 store (%s)" % (path, e))
+
+
 class Store:
     """An open store; use as a context manager.
 
@@ -139,7 +184,7 @@ class Store:
         if create and not os.path.lexists(path):
             _create(path)
         _check_file(path)
-        uri = "file:%s?mode=%s" % (urllib.parse.quote(os.path.abspath(path)), "rw" if create else "ro")
+        uri = _uri(path, "rw" if create else "ro")
         try:
             self.db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         except sqlite3.Error as e:

@@ -207,3 +207,33 @@ def test_store_survives_an_open_transaction_dying(env):
     del raw  # never committed
     with Store(db) as st:
         assert list(st.keys()) == [("a", 0, 0)]
+
+
+def test_a_schema_1_store_is_named_and_migrated_without_losing_a_frame(env):
+    """Stores of the previous release (no application id, a meta table) are not
+    foreign files: they are refused by name, left as they were, and `store
+    migrate` copies every frame into a new store."""
+    tmp, ring, keys, frame = env
+    old = tmp / "old.db"
+    db = sqlite3.connect(old)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.executescript("CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);"
+                     "CREATE TABLE frames (device TEXT NOT NULL, epoch INTEGER NOT NULL, seq INTEGER NOT NULL, "
+                     "digest TEXT NOT NULL, config_id TEXT NOT NULL, raw BLOB NOT NULL, "
+                     "PRIMARY KEY (device, epoch, seq));")
+    frames = [frame(dev, e, e) for dev in ("a", "b") for e in range(3)]
+    with db:
+        db.execute("INSERT INTO meta VALUES ('schema', '1')")
+        db.executemany("INSERT INTO frames VALUES (?, ?, ?, '', '', ?)",
+                       [(parse_frame(f)[0].device, parse_frame(f)[0].epoch, parse_frame(f)[0].seq, f) for f in frames])
+    db.close()
+    before = digest(old)
+    code, _, err = run("store", "stats", "--store", old)
+    assert code == 2 and "schema 1" in err and "store migrate" in err, err
+    code, out, err = run("store", "migrate", old, "--to", tmp / "new.db", "--keyring", ring)
+    assert code == 0 and "6 stored" in err and out.count("stored") == 6, err
+    assert digest(old) == before
+    with Store(str(tmp / "new.db")) as st:
+        assert sorted(bytes(r.raw) for r in st.releases()) == sorted(frames)
+    code, _, err = run("store", "migrate", tmp / "new.db", "--to", tmp / "x.db", "--keyring", ring)
+    assert code == 2 and "not an edgesynth store of schema 1" in err and not (tmp / "x.db").exists()
