@@ -23,13 +23,16 @@ Rules (privacy rule 5, docs/trust.md section 6):
   monotonic counter (firmware_shims/counter.py) to c + 1, and only then may a
   frame leave. A record below the platform counter is a restored copy and is
   refused, as is a device with a key but no record: only ``provision`` starts
-  an identity, and a device whose state is lost needs a new identity.
+  an identity, and a device whose state is lost needs a new identity;
+* the platform counter's storage binds the identity provisioned last
+  (``persist.identity``): ``provision`` refuses it again, and a state of
+  another identity than the bound one is refused.
 
 Epsilon is kept as an exact fraction of integers (no floats on the device).
 """
 from agent.device import device_id_bytes, ratio
 from agent.errors import BudgetError, ConfigError, SealedError
-from agent.persist import StateError, fingerprint, newest, restore, save, save_genesis, state_key
+from agent.persist import StateError, fingerprint, identity, newest, restore, save, save_genesis, state_key
 from firmware_shims import fs
 from firmware_shims.counter import platform_counter
 from firmware_shims.hmac256 import HMAC256
@@ -79,11 +82,12 @@ def provision(cfg, path, device_id, key, counter=None):
     The record fixes ``device_id``, the lifetime budget
     (``cfg["device"]["lifetime_epsilon"]``) and the first window
     (``cfg["device"]["first_epoch"]``, default 0), tagged under ``key``'s state
-    key and numbered above the platform counter. Refuses (StateError) when a
-    state file exists: that identity's ledger must not be reset. Re-provisioning
-    is removing the state files and provisioning a new device id with a new
-    key; the device cannot tell a reused id, the host can (docs/trust.md
-    section 6).
+    key and numbered above the platform counter, then binds the identity to
+    the counter's storage. Refuses (StateError) when a state file exists, or
+    when ``key``'s identity is the one bound there: that identity's ledger must
+    not be reset. Re-provisioning is removing the state files and provisioning
+    a new device id with a new key; the board binds only the last identity,
+    so an older one comes back unnoticed by the device (docs/trust.md section 6).
     """
     budget = _budget(cfg)
     key = _key(key)
@@ -98,8 +102,12 @@ def provision(cfg, path, device_id, key, counter=None):
             raise StateError("%s exists: this device already holds an identity's ledger; re-provisioning "
                              "needs a new device id and key and the old state files removed" % cand)
     counter = platform_counter(path) if counter is None else counter
+    ident = identity(key)
+    if counter.identity() == ident:
+        raise StateError("already provisioned on this board; re-provision under a new id and key")
     ctr = counter.read() + 1
     save_genesis(path, HMAC256(state_key(key)), ctr, Ledger(budget), device_id, first)
+    counter.bind(ident)  # a cut before this: the device refuses the unbound genesis; remove it, provision again
     counter.advance(ctr)
 
 
@@ -112,8 +120,9 @@ class Device:
     window's noise reproducible (window e uses seed + b"-" + e): tests and
     simulation only. Raises StateError, before any window starts, when there is
     no record (not provisioned, or the state was deleted), no valid one, the
-    newest valid one is below the platform counter (a restored copy), or it
-    belongs to another device id or lifetime budget.
+    key's identity is not the one bound to the counter, the newest valid
+    record is below the platform counter (a restored copy), or it belongs to
+    another device id or lifetime budget.
     """
 
     def __init__(self, cfg, path, device_id, key, counter=None, seed=None):
@@ -129,6 +138,8 @@ class Device:
             raise StateError("%s: no state record; a provisioned device without its ledger refuses to run "
                              "until it is provisioned under a new identity" % path)
         cand, hdr = found
+        if self.counter.identity() != identity(self.key):
+            raise StateError("%s: this board is bound to another identity or none; refusing to start" % path)
         floor = self.counter.read()
         if hdr["ctr"] < floor:
             raise StateError("%s: the newest record (number %d) is older than the platform counter (%d): "
@@ -139,6 +150,8 @@ class Device:
             raise StateError("%s: device.lifetime_epsilon is %d/%d but was %d/%d at provisioning; a new budget "
                              "needs a new identity" % (path, budget[0], budget[1], hdr["budget"][0],
                                                        hdr["budget"][1]))
+        fs.promote(path, cand)  # found in .tmp: the next persist would empty its only copy
+        cand = path
         if hdr["ctr"] > floor:  # a persist cut before its counter step: nothing of it was sent
             self.counter.advance(hdr["ctr"])
         self.ctr = hdr["ctr"]

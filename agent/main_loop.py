@@ -18,7 +18,8 @@ the fleet keyring). With it frames are tagged; without it the id is "id"
 
 With "state" the loop runs through agent/ledger.py and the device must be
 provisioned: "credentials" set and ``provision()`` run once on the device
-(it writes the genesis record of the ledger). Noise and counters persist in
+(it writes the genesis record of the ledger and binds the identity to the
+platform counter). Noise and counters persist in
 that file (checkpointed every "checkpoint_every" readings, default only at the
 start and at the release of a window), every release is charged to the ledger
 and the loop stops when the next release would exceed "lifetime_epsilon".
@@ -69,7 +70,8 @@ def provision(config_path="device.json"):
 
     Once per identity, on the device, after copying its credentials file, e.g.
     ``mpremote exec "import agent.main_loop as m; m.provision()"``. Refuses
-    when a state file exists (agent.ledger.provision).
+    when a state file exists or the identity is already bound to this board's
+    platform counter (agent.ledger.provision).
     """
     from agent import ledger
     with open(config_path) as fh:

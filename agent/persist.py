@@ -8,7 +8,9 @@ The tag is HMAC-SHA256 over every byte before it, under the state key
 ``HMAC-SHA256(device key, b"edgesynth-state-v1")`` (``state_key``): only a
 holder of the device key can make a record the device accepts, and the label
 keeps state tags apart from frame tags (HMAC under the device key itself over
-a frame, which starts with byte 0x94). The header holds:
+a frame, which starts with byte 0x94). ``identity`` derives from the state key
+the fingerprint the platform counter's storage binds at provisioning
+(firmware_shims/counter.py). The header holds:
 
 * ``ctr``: the record's number, 1, 2, 3, ... (agent/ledger.py keeps the
   platform monotonic counter in step and refuses a record below it);
@@ -35,11 +37,13 @@ import os
 import sys
 
 from firmware_shims import fs
+from firmware_shims.counter import IDENT_BYTES
 from firmware_shims.hmac256 import hmac_sha256
 
 MAGIC = b"ESS2"
 OLD_MAGIC = b"ESS1"
 STATE_KEY_LABEL = b"edgesynth-state-v1"
+IDENTITY_LABEL = b"edgesynth-identity-v1"
 TAG = 32           # bytes of the HMAC-SHA256 tag
 MAX_HEADER = 4096  # bytes
 CHUNK = 256        # bytes of the buffer used to skip counters while verifying
@@ -52,6 +56,12 @@ class StateError(Exception):
 def state_key(key):
     """The 32-byte key that authenticates state records, from the device key."""
     return hmac_sha256(key, STATE_KEY_LABEL)
+
+
+def identity(key):
+    """The fingerprint of the identity of device key ``key`` (16 bytes): it
+    names the identity without revealing the key."""
+    return hmac_sha256(state_key(key), IDENTITY_LABEL)[:IDENT_BYTES]
 
 
 def _canon(v, out):

@@ -10,7 +10,9 @@ MicroPython's FAT driver removes an existing target before renaming, and a
 rename that was not yet durable can be undone by a power cut, so after a cut
 either file may hold the newest complete record: readers read both
 (``candidates``), validate each (agent/persist.py authenticates every record,
-which also rejects a ``.tmp`` torn during its write) and keep the newest.
+which also rejects a ``.tmp`` torn during its write) and keep the newest. A
+reader that found the newest in ``.tmp`` calls ``promote`` before its next
+write: write_atomic reopens ``.tmp`` with "wb", which would empty the only copy.
 
 Durability per platform:
 * CPython: the file is fsynced before the rename and its directory after it.
@@ -76,6 +78,19 @@ def sync_dir(path):
         os.close(fd)
 
 
+def promote(path, found):
+    """Make ``found``, one of ``candidates(path)``, the file ``path``, durably
+    (write_atomic's last step); nothing to do when ``found`` is ``path``."""
+    if found == path:
+        return
+    try:
+        os.rename(found, path)
+    except OSError:  # a filesystem that refuses to rename onto an existing file
+        os.remove(path)
+        os.rename(found, path)
+    sync_dir(path)
+
+
 def write_atomic(path, write):
     """Replace ``path`` by what ``write(file)`` writes, all or nothing, durably."""
     tmp = path + ".tmp"
@@ -86,9 +101,4 @@ def write_atomic(path, write):
         _sync(f)
     finally:
         f.close()
-    try:
-        os.rename(tmp, path)
-    except OSError:  # a filesystem that refuses to rename onto an existing file
-        os.remove(path)
-        os.rename(tmp, path)
-    sync_dir(path)
+    promote(path, tmp)

@@ -35,7 +35,7 @@ RUNNER = MP_DIR / "run.py"
 VECTOR = MP_DIR / "release_vector.py"
 PACKAGES = ("agent", "firmware_shims")
 MODULES = ("test_agent_portable", "test_numeric_portable", "test_profile_cdf_portable", "test_ledger_portable",
-           "test_ledger_attacks_portable")
+           "test_ledger_attacks_portable", "test_ledger_counter_portable")
 HELPERS = ("ledger_fixtures",)  # imported by the modules above; compiled with them
 HEAPS = ("64wK", "256wK")
 TIGHT_HEAPS = ("64wK",)  # MemoryError-only failures become xfail here (module docstring)

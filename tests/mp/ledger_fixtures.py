@@ -1,7 +1,8 @@
 """Shared helpers of the portable ledger tests (test_ledger_portable.py,
-test_ledger_attacks_portable.py): a provisioned device in a fresh directory under
-/tmp, its config, readings and raw file access. Split from the tests so that
-each module fits the 64wK MicroPython heap on its own."""
+test_ledger_attacks_portable.py, test_ledger_counter_portable.py): a provisioned
+device in a fresh directory under /tmp, its config, readings and raw file
+access. Split from the tests so that each module fits the 64wK MicroPython heap
+on its own."""
 import os
 
 from agent.ledger import Device, provision
@@ -83,3 +84,10 @@ def _write(path, b):
         f.write(b)
     finally:
         f.close()
+
+
+def _header(rec):
+    """(header length, header) of a state record's bytes."""
+    n = int.from_bytes(rec[4:8], "little")
+    import json
+    return n, json.loads(rec[8:8 + n].decode())

@@ -1,21 +1,15 @@
 """Portable tests of the ledger against rollback, deletion and forgery of the
-state (docs/trust.md §6): CPython (pytest) and the MicroPython unix port
-(tests/mp/run.py), with the file-backed platform counter of the unix port."""
+state and against re-provisioning (docs/trust.md §6): CPython (pytest) and the
+MicroPython unix port (tests/mp/run.py), with the file-backed platform counter
+of the unix port. The counter itself and power cuts: test_ledger_counter_portable.py."""
 import hashlib
-import os
 
 from agent.errors import BudgetError, ConfigError
 from agent.ledger import provision
 from agent.persist import StateError
 from firmware_shims import fs
-from firmware_shims.counter import FileCounter
 from firmware_shims.hmac256 import hmac_sha256
-from ledger_fixtures import ID, KEY, _boot, _cfg, _counters, _dir, _feed, _fresh, _read, _refused, _write
-
-def _header(rec):
-    n = int.from_bytes(rec[4:8], "little")
-    import json
-    return n, json.loads(rec[8:8 + n].decode())
+from ledger_fixtures import ID, KEY, _boot, _cfg, _dir, _feed, _fresh, _header, _read, _refused, _write
 
 
 def test_restoring_an_older_record_is_refused():
@@ -72,11 +66,21 @@ def test_a_provisioned_device_without_state_refuses_until_reprovisioned():
     fs.remove(path)
     fs.remove(path + ".tmp")
     _refused(path, cfg, why="no state record")
-    provision(cfg, path, "gw-8", bytes(32 * [9]))        # a new identity starts at the first window
+    ctr = _read(path + ".ctr")
+    try:                                         # the same identity again: its ledger would restart
+        provision(cfg, path, ID, KEY)
+        assert False, "re-provisioned a bound identity"
+    except StateError as e:
+        assert "already provisioned" in str(e), str(e)
+    assert _read(path + ".ctr") == ctr and not fs.exists(path)  # the counter intact, nothing written
+    provision(cfg, path, "gw-8", bytes(32 * [9]))        # a new identity starts at the first window ...
+    assert _header(_read(path))[1]["ctr"] > int(ctr.split()[0])  # ... numbered above the old counter
     d = _boot(path, cfg, "gw-8", bytes(32 * [9]))
     assert (d.agent.epoch, d.ledger.releases) == (0, 0)
     d = None
     _refused(path, cfg, why="not authenticated")         # the old identity's key does not open it
+    fs.remove(path + ".ctr")                             # nor does a reset counter storage start it
+    _refused(path, cfg, "gw-8", bytes(32 * [9]), why="bound to")
 
 
 def test_forged_records_are_refused():
@@ -116,30 +120,6 @@ def test_another_device_id_or_budget_is_refused():
     _refused(path, _cfg(lifetime=(100, 1)), why="lifetime_epsilon")
 
 
-def _two_records(n, k):
-    """A provisioned device checkpointed twice (100 readings, then ``n`` more):
-    (state path, the first record's bytes, the device)."""
-    path, d = _fresh()
-    _feed(d, 100)
-    d.checkpoint()
-    first = _read(path)
-    _feed(d, n, k)
-    d.checkpoint()
-    return path, first, d
-
-
-def test_a_persist_cut_before_its_counter_step_is_caught_up():
-    path, old, d = _two_records(10, 2)
-    d = None
-    n = _header(_read(path))[1]["ctr"]
-    _write(path + ".ctr", ("%d\n" % (n - 1)).encode())   # the cut: record n on flash, counter at n - 1
-    d = _boot(path)                                      # accepted: nothing of record n was sent ...
-    assert FileCounter(path + ".ctr").read() == n        # ... and the counter caught up
-    d = None
-    _write(path, old)
-    _refused(path, why="restored copy")
-
-
 def test_a_stale_instance_cannot_persist():
     path, d = _fresh()
     d2 = _boot(path)
@@ -176,47 +156,3 @@ def test_provisioning_checks_its_inputs():
     cfg["device"]["first_epoch"] = 7
     provision(cfg, path, ID, KEY)
     assert _boot(path, cfg).agent.epoch == 7
-
-
-def test_file_counter_is_monotonic_but_not_rollback_proof():
-    c = FileCounter(_dir() + "/c")
-    assert c.read() == 0 and not c.rollback_proof
-    c.advance(5)
-    c.advance(3)                                 # never lowered
-    assert c.read() == 5
-    _write(c.path + ".tmp", b"9")                # a torn write (no newline) reads as the old value
-    assert c.read() == 5
-    _write(c.path, b"x\n")
-    fs.remove(c.path + ".tmp")
-    try:
-        c.read()
-        assert False, "read a damaged counter"
-    except OSError:
-        pass
-
-
-def test_restoring_state_and_emulated_counter_together_goes_unnoticed():
-    """The limit docs/trust.md section 6 states: without a hardware counter,
-    whoever can write the filesystem rolls back both files together."""
-    path, d = _fresh()
-    _feed(d, 100)
-    d.checkpoint()
-    old, old_ctr = _read(path), _read(path + ".ctr")
-    d.release()
-    d = None
-    _write(path, old)
-    _write(path + ".ctr", old_ctr)
-    assert not _boot(path).sealed
-
-
-# ---- power cut after the rename (issue 11, item 14)
-
-def test_a_newer_tmp_beside_an_older_state_is_loaded():
-    path, old, d = _two_records(100, 3)
-    kept = _counters(d)
-    d = None
-    os.rename(path, path + ".tmp")               # the last rename did not survive the cut ...
-    _write(path, old)                            # ... so `state` holds the record before it
-    assert _counters(_boot(path)) == kept
-    _write(path + ".ctr", ("%d\n" % _header(old)[1]["ctr"]).encode())
-    assert _counters(_boot(path)) == kept        # by record number, even where the counter lags

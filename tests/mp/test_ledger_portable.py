@@ -118,10 +118,11 @@ def test_torn_and_missing_records():
     d = None
     _write(path + ".tmp", b"ESS2\x10\x00")       # a write cut short: torn .tmp beside a good record
     assert _counters(_boot(path)) == kept
-    os.rename(path, path + ".tmp")               # FAT cut between remove and rename: only .tmp left
+    os.rename(path, path + ".tmp")               # FAT cut between remove and rename: only .tmp left ...
     assert _counters(_boot(path)) == kept
-    _write(path, b"garbage")                     # both copies corrupt: the ledger is unknown
-    f = open(path + ".tmp", "r+b")
+    assert not fs.exists(path + ".tmp")          # ... loaded and renamed back (fs.promote)
+    _write(path + ".tmp", b"garbage")            # both copies corrupt: the ledger is unknown
+    f = open(path, "r+b")
     f.seek(60)
     f.write(b"\x00\x01\x02\x03")
     f.close()
