@@ -13,7 +13,6 @@ import numpy as np
 
 from host_tools.errors import EdgesynthError, InputError
 from host_tools.outputs import atomic_output, write_bytes, write_text
-from host_tools.plan import parse_size
 
 EPILOG = ("Docs: README.md; docs/ has config, privacy, wire-format, deployment, native, trust, "
           "cdf and profile pages.")
@@ -177,7 +176,7 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
     refused with what it needs and what it has.
     """
     from host_tools.budget import parse_epsilon
-    from host_tools.plan import parse_bounds, plan_privhp
+    from host_tools.plan import parse_bounds, parse_size, plan_privhp
     eps = parse_epsilon(epsilon)
     ram_bytes = parse_size(ram, "--ram") if ram is not None else None
     if mechanism != "privhp":
@@ -279,6 +278,7 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     seeded from (seed, e) and the frames are reproducible and NOT private.
     """
     from host_tools.csvio import read_columns
+    from host_tools.plan import parse_size
     from host_tools.simulate import clamped_fraction, load_config, simulate as run_one
     from host_tools.windows import Schedule, parse_time, simulate_windows
     timed = (time_column, window, start, end)
@@ -704,6 +704,7 @@ def demo(out_dir, epsilon, ram, seed):
     baseline and writes a PNG comparing real and synthetic distributions.
     """
     from host_tools.demo import run_demo
+    from host_tools.plan import parse_size
     run_demo(out_dir, epsilon, parse_size(ram, "--ram"), seed, echo=click.echo, table=print_report)
 
 
