@@ -2,7 +2,7 @@
 
 Everything else is in pyproject.toml. ``cffi_modules`` is not a pyproject key,
 so it goes through setup(). Where no C compiler works the build is skipped with
-a warning and host_tools/native.py falls back to the Python agent.
+a warning and host_tools/runtimes/native.py falls back to the Python agent.
 """
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
@@ -25,4 +25,4 @@ class OptionalBuildExt(build_ext):
             self.warn(SKIPPED % e)
 
 
-setup(cffi_modules=["host_tools/native_build.py:ffibuilder"], cmdclass={"build_ext": OptionalBuildExt})
+setup(cffi_modules=["host_tools/runtimes/native_build.py:ffibuilder"], cmdclass={"build_ext": OptionalBuildExt})

@@ -3,5 +3,5 @@
 Runs unchanged on CPython and MicroPython. Import ``Agent`` and see
 ``agent.device`` for the API; docs/privacy.md for what the frame guarantees.
 """
-from agent.device import Agent  # noqa: F401
-from agent.errors import BudgetError, ConfigError, SealedError  # noqa: F401
+from .device import Agent  # noqa: F401
+from .errors import BudgetError, ConfigError, SealedError  # noqa: F401

@@ -13,18 +13,16 @@ The agent works in three phases (construct, update, release) and on
 MicroPython keeps only the current phase's code on the heap
 (firmware_shims/memory.py), so a small device holds counters plus one phase.
 """
-from agent.errors import ConfigError, SealedError
-from agent.privhp import PrivHP
-from firmware_shims.memory import unload
+from .errors import ConfigError, SealedError, SEALED
+from .privhp import PrivHP
+from .shims import PACKAGE as SHIMS, shim
+from .wire import FORMAT, MAGIC, MAX_MECHANISMS, MECHANISMS, PAYLOAD_KEYS, RELATIONS, device_id_bytes
 
-FORMAT = 1
-MAGIC = b"ESF1"
-MECHANISMS = ("privhp", "cdf", "profile")
-MAX_MECHANISMS = 8
-RELATIONS = {"add-remove": 1, "replace": 2}  # noise scale factor per relation
-CONSTRUCTION = ("agent.privhp_build", "agent.cdf_build", "agent.profile_build", "agent.spec",
-                "agent.dlap", "firmware_shims.drbg", "firmware_shims.entropy", "firmware_shims.hmac256")
-PAYLOAD_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")
+# Modules of the construction phase, unloaded after it (firmware_shims/memory.py).
+# The package is "agent" on a board and "edgesynth.agent" installed on a host.
+_PACKAGE = __name__[:__name__.rfind(".")]
+CONSTRUCTION = (_PACKAGE + ".privhp.build", _PACKAGE + ".cdf.build", _PACKAGE + ".profile.build",
+                _PACKAGE + ".spec", _PACKAGE + ".dlap", SHIMS + ".drbg", SHIMS + ".entropy", SHIMS + ".hmac256")
 
 
 def ratio(v, what):
@@ -46,6 +44,10 @@ class Agent:
     ``key``: optional HMAC-SHA256 device key (bytes); frames are tagged with it.
     ``restore``: ``restore(mechs)`` fills the counters of a persisted state
     instead of drawing noise (agent/persist.py; never for a new window).
+
+    ``inputs`` and ``routes`` are the reading's column names and, per
+    mechanism, the columns it reads (``routes()``); host runtimes that fill
+    the counters in bulk read them.
     """
 
     def __init__(self, cfg, seed=None, device_id="device", epoch=0, seq=0, key=None, restore=None):
@@ -71,28 +73,27 @@ class Agent:
         try:
             self.mechs = _build(specs, seed, RELATIONS[relation], self.eps, restore)
         finally:
-            unload(CONSTRUCTION)
+            shim("memory").unload(CONSTRUCTION)
         # release-phase code and buffers, loaded now that construction code is
         # gone: the peak heap is counters plus the larger of the two phases
-        from agent.msgpack_out import Encoder, key
+        from .msgpack_out import Encoder, key
         self._enc = Encoder()
         self._keys = [key(k) for k in PAYLOAD_KEYS]
         self._mac = None
         if self._key is not None:
-            from firmware_shims.hmac256 import HMAC256
-            self._mac = HMAC256(self._key)
+            self._mac = shim("hmac256").HMAC256(self._key)
         for m in self.mechs:
             m.prepare_release()
         self._sink = None
         self.sealed = False
         # each mechanism reads its own columns of the reading (cfg "inputs")
-        self.inputs, self._routes = _routes(cfg, self.mechs)
+        self.inputs, self.routes = routes(cfg, self.mechs)
         # the single-mechanism case is the hot path: bind its update directly
-        one = len(self.mechs) == 1 and self._routes[0][1] is None
+        one = len(self.mechs) == 1 and self.routes[0][1] is None
         self.update = self.mechs[0].update if one else self._update_all
 
     def _update_all(self, x):
-        for up, cols, buf in self._routes:
+        for up, cols, buf in self.routes:
             if cols is None:
                 up(x)
             else:  # this mechanism's columns, copied into its preallocated list
@@ -110,12 +111,12 @@ class Agent:
         """Count n readings held column-wise: ``columns`` is one equal-length
         buffer per channel (e.g. the array('H') an ADC's read_timed fills).
         Same counters as n calls of update; bulk work goes through the
-        numeric facade (agent/block.py). Returns n."""
-        for m, (_, cols, _) in zip(self.mechs, self._routes):
+        numeric facade (agent/privhp/block.py). Returns n."""
+        for m, (_, cols, _) in zip(self.mechs, self.routes):
             if m.kind != "privhp" or cols is not None:
                 raise ConfigError("update_block serves a single-column-set PrivHP state; "
                                   "call update per reading for %s" % m.kind)
-        from agent.block import update_block
+        from .privhp.block import update_block
         n = 0
         for m in self.mechs:
             n = update_block(m, columns)
@@ -193,7 +194,7 @@ class Agent:
         return out if out is not None else total
 
     def _sealed(self, x):
-        raise SealedError("state was released; start a new epoch with fresh noise")
+        raise SealedError(SEALED)
 
     def counter_bytes(self):
         """Bytes of counters and hash tables held by every mechanism."""
@@ -207,7 +208,7 @@ def _build(specs, seed, factor, eps, restore=None):
     """Construction phase: every mechanism's tables (allocated first, while the
     heap is still unfragmented), the budget check, then the noise source and
     their noise. The checks live in agent/spec.py, unloaded afterwards."""
-    from agent.spec import check_budget, spec_kind
+    from .spec import check_budget, spec_kind
     mechs = []
     budgets = []
     for i in range(len(specs)):
@@ -218,8 +219,8 @@ def _build(specs, seed, factor, eps, restore=None):
     if restore is not None:
         restore(mechs)  # the persisted noisy counters: no second noise draw
         return mechs
-    from firmware_shims.drbg import platform_source, seeded_source
-    rng = seeded_source(seed) if seed is not None else platform_source()
+    drbg = shim("drbg")
+    rng = drbg.seeded_source(seed) if seed is not None else drbg.platform_source()
     for m in mechs:
         m.draw_noise(rng)
     return mechs
@@ -229,15 +230,15 @@ def mechanism_class(kind):
     """The state class of ``kind``; CDF and profile code is imported only by
     configs that use it, so a PrivHP-only device keeps its heap."""
     if kind == "cdf":
-        from agent.cdf import CDF
+        from .cdf import CDF
         return CDF
     if kind == "profile":
-        from agent.profile import Profile
+        from .profile import Profile
         return Profile
     return PrivHP
 
 
-def _routes(cfg, mechs):
+def routes(cfg, mechs):
     """The reading layout and, per mechanism, (update, column indices or None
     when it reads the whole reading in order, preallocated list).
 
@@ -278,25 +279,3 @@ def _frame_size(id_len, payload, tagged):
     return 1 + 1 + len(MAGIC) + id_head + id_len + 5 + payload + (34 if tagged else 1)
 
 
-def device_id_bytes(v):
-    """The device id ``v`` (str, or the envelope's bytes) checked and as bytes.
-
-    The one rule for device ids, on the device and on the host (keys, frame
-    envelopes): 1..64 characters of A-Z a-z 0-9 . _ - :. Ids are printed in
-    ingest acks and logs, so a newline or other control character in one could
-    forge a line; raises ConfigError otherwise.
-    """
-    b = v
-    if isinstance(v, str):
-        try:
-            b = v.encode()
-        except UnicodeError:
-            b = b"\x00"  # unencodable (a lone surrogate): refused below
-    if not isinstance(b, bytes):
-        raise ConfigError("device id must be a string")
-    if not 0 < len(b) <= 64:
-        raise ConfigError("device id must be 1..64 characters, got %d" % len(b))
-    for c in b:
-        if not (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c in (45, 46, 58, 95)):
-            raise ConfigError("device id %r may hold only A-Z a-z 0-9 . _ - :" % (v,))
-    return b

@@ -9,5 +9,12 @@ class SealedError(RuntimeError):
     """The state was released; updating it would reuse noise on changed data."""
 
 
+SEALED = "state was released; start a new epoch with fresh noise"  # SealedError's message, everywhere
+
+
 class BudgetError(RuntimeError):
     """A release would spend more privacy budget than the device may."""
+
+
+class StateError(Exception):
+    """The persisted state is missing, stale, forged or damaged: the device must not run."""

@@ -30,12 +30,15 @@ Rules (privacy rule 5, docs/trust.md section 6):
 
 Epsilon is kept as an exact fraction of integers (no floats on the device).
 """
-from agent.device import device_id_bytes, ratio
-from agent.errors import BudgetError, ConfigError, SealedError
-from agent.persist import StateError, fingerprint, identity, newest, restore, save, save_genesis, state_key
-from firmware_shims import fs
-from firmware_shims.counter import platform_counter
-from firmware_shims.hmac256 import HMAC256
+from .wire import device_id_bytes
+from .device import ratio
+from .errors import BudgetError, ConfigError, SealedError, StateError
+from .persist import fingerprint, identity, newest, restore, save, save_genesis, state_key
+from .shims import shim
+
+fs = shim("fs")
+platform_counter = shim("counter").platform_counter
+HMAC256 = shim("hmac256").HMAC256
 
 KEY_BYTES = 32  # device keys are HMAC-SHA256 keys of 32 bytes (docs/trust.md section 1)
 
@@ -184,10 +187,10 @@ class Device:
         self._unsafe = False
 
     def _start(self, epoch, seq):
-        import agent
+        from .device import Agent
         self.agent = None  # the old counters go before the new ones are allocated
         seed = None if self.seed is None else bytes(self.seed) + b"-" + str(epoch).encode()
-        self.agent = agent.Agent(self.cfg, seed=seed, device_id=self.device_id, epoch=epoch, seq=seq, key=self.key)
+        self.agent = Agent(self.cfg, seed=seed, device_id=self.device_id, epoch=epoch, seq=seq, key=self.key)
         self._persist(self.agent, self.ledger)  # noise persisted at birth
 
     def update(self, x):

@@ -38,7 +38,7 @@ def _identity(dev):
     if path is None:
         return dev.get("id", "device"), None
     import binascii
-    from agent.errors import ConfigError
+    from .errors import ConfigError
     with open(path) as fh:
         try:
             cred = json.load(fh)
@@ -56,7 +56,7 @@ def _identity(dev):
 
 
 def _ledgered(cfg):
-    from agent.errors import ConfigError
+    from .errors import ConfigError
     dev = cfg.get("device", {})
     device_id, key = _identity(dev)
     if key is None:
@@ -73,7 +73,7 @@ def provision(config_path="device.json"):
     when a state file exists or the identity is already bound to this board's
     platform counter (agent.ledger.provision).
     """
-    from agent import ledger
+    from . import ledger
     with open(config_path) as fh:
         cfg = json.load(fh)
     path, device_id, key = _ledgered(cfg)
@@ -88,7 +88,7 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
     ``sink(buf, n)`` receives frame bytes (default: append to the "out" file).
     Returns the number of frames released.
     """
-    import agent
+    from .device import Agent
     with open(config_path) as fh:
         cfg = json.load(fh)
     dev = cfg.get("device", {})
@@ -96,17 +96,17 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
     release_ms = dev.get("release_ms", 3600000)
     d = None
     if dev.get("state"):  # before the sensors and the out file: a device that must not run stops here
-        from agent.ledger import Device
+        from .ledger import Device
         path, device_id, key = _ledgered(cfg)
         d = Device(cfg, path, device_id, key)
     else:
         device_id, key = _identity(dev)
     if sensor is None:
-        from firmware_shims.sensors import AdcSensor
-        sensor = AdcSensor(dev.get("adc_pins", [26]))
+        from .shims import shim
+        sensor = shim("sensors").AdcSensor(dev.get("adc_pins", [26]))
     if clock is None:
-        from firmware_shims.sensors import TicksClock
-        clock = TicksClock()
+        from .shims import shim
+        clock = shim("sensors").TicksClock()
     out = None
     if sink is None:
         out = open(dev.get("out", "frames.bin"), "ab")
@@ -121,7 +121,7 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
         released = 0
         reading = sensor.read()
         while reading is not None and (max_epochs is None or released < max_epochs):
-            a = agent.Agent(cfg, device_id=device_id, epoch=epoch, key=key)
+            a = Agent(cfg, device_id=device_id, epoch=epoch, key=key)
             start = clock.now()
             while reading is not None and clock.elapsed(start) < release_ms:
                 a.update(reading)
@@ -138,7 +138,7 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
 
 
 def _run_ledgered(d, every, sensor, clock, sink, sample_ms, release_ms, max_epochs):
-    from agent.errors import BudgetError
+    from .errors import BudgetError
     released = 0
     if d.sealed:  # rebooted after a release: resend it (free), then a new window
         d.release(sink)

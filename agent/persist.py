@@ -36,9 +36,12 @@ import json
 import os
 import sys
 
-from firmware_shims import fs
-from firmware_shims.counter import IDENT_BYTES
-from firmware_shims.hmac256 import hmac_sha256
+from .errors import StateError
+from .shims import shim
+
+fs = shim("fs")
+IDENT_BYTES = shim("counter").IDENT_BYTES
+hmac_sha256 = shim("hmac256").hmac_sha256
 
 MAGIC = b"ESS2"
 OLD_MAGIC = b"ESS1"
@@ -47,10 +50,6 @@ IDENTITY_LABEL = b"edgesynth-identity-v1"
 TAG = 32           # bytes of the HMAC-SHA256 tag
 MAX_HEADER = 4096  # bytes
 CHUNK = 256        # bytes of the buffer used to skip counters while verifying
-
-
-class StateError(Exception):
-    """The persisted state is missing, stale, forged or damaged: the device must not run."""
 
 
 def state_key(key):
@@ -233,7 +232,7 @@ def restore(path, hdr, cfg, fp, mac, key=None):
     """
     if hdr["fp"] != fp or hdr["order"] != sys.byteorder:
         return None
-    import agent as agent_mod
+    from .device import Agent
     f = open(path, "rb")
     try:
         if _head(f, mac)[1] != hdr:
@@ -247,7 +246,7 @@ def restore(path, hdr, cfg, fp, mac, key=None):
                     mac.update(arr)
                 if clamps[i] is not None:
                     mechs[i].clamp = clamps[i]
-        a = agent_mod.Agent(cfg, device_id=hdr["device"], epoch=hdr["epoch"], seq=hdr["seq"], key=key,
+        a = Agent(cfg, device_id=hdr["device"], epoch=hdr["epoch"], seq=hdr["seq"], key=key,
                             restore=fill)
         _check_tag(f, mac)
     finally:

@@ -4,7 +4,7 @@ Small, allocation-light validators and the noise fill used by every
 mechanism's builder (privhp, cdf, profile); every failure is a ConfigError
 naming ``kind.field``.
 """
-from agent.errors import ConfigError
+from .errors import ConfigError
 
 MAX_Q = 1 << 48
 MAX_SCALE = 1 << 22      # largest noise scale: |noise| >= 2**29 then has probability < e**-127
@@ -99,7 +99,7 @@ def check_scale(kind, scale_num, scale_den):
 
 def draw(rng, scale_num, scale_den):
     """One exact discrete Laplace draw of scale num/den, |z| < NOISE_LIMIT."""
-    from agent.dlap import discrete_laplace
+    from .dlap import discrete_laplace
     z = discrete_laplace(rng, scale_num, scale_den)
     if z >= NOISE_LIMIT or z <= -NOISE_LIMIT:  # unreachable: scales are capped at MAX_SCALE
         raise ConfigError("noise draw out of range")

@@ -1,4 +1,4 @@
-"""Per-reading ``update`` vs ``update_block`` (agent/block.py), side by side in one run.
+"""Per-reading ``update`` vs ``update_block`` (agent/privhp/block.py), side by side in one run.
 
     python3 benchmarks/bench_block.py            # about 30 s
     python3 benchmarks/bench_block.py --quick    # smoke run
@@ -26,7 +26,7 @@ MP = sys.implementation.name == "micropython"
 
 
 def _generic_paths(mask, bm, n, plan):
-    """Ablation: agent/block.py's scalar loop with PrivHP.update's full hash
+    """Ablation: agent/privhp/block.py's scalar loop with PrivHP.update's full hash
     (all three limbs at every level, rows not unrolled). Installed as
     ``mech._block_plan = (_generic_paths, mech)`` it shows how much of the
     block speed-up comes from the vectorised division alone."""
@@ -60,9 +60,9 @@ def mp_child(argv):
     import time
     from array import array
 
-    import agent
-    from agent.block import update_block
-    from firmware_shims import numeric
+    from edgesynth import agent
+    from edgesynth.agent.privhp.block import update_block
+    from edgesynth.firmware_shims import numeric
 
     cfg_path, data_path = argv[2], argv[3]
     n, block, rounds = int(argv[4]), int(argv[5]), int(argv[6])
@@ -154,9 +154,9 @@ def main(argv=None):
         sys.path.insert(0, root)
     sys.path.insert(0, here)
     import common as C
-    import agent
-    from agent.block import update_block
-    from firmware_shims import numeric
+    from edgesynth import agent
+    from edgesynth.agent.privhp.block import update_block
+    from edgesynth.firmware_shims import numeric
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small inputs, few rounds (smoke run)")
@@ -240,7 +240,7 @@ def main(argv=None):
     def fmt(v):
         return "%.0f (%.2f µs)" % (v, 1e6 / v)
 
-    lines = ["### update_block vs per-reading update (agent/block.py)", "",
+    lines = ["### update_block vs per-reading update (agent/privhp/block.py)", "",
              "d=2 r=16 k=64 w=256 cms j=2, integer bounds 0..4096, ADC-like 12-bit `array('H')` readings; "
              "%d readings per round, blocks of %d, median of %d interleaved rounds. "
              "Readings/s (µs per reading)." % (n, block, rounds), "",

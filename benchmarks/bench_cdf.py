@@ -18,9 +18,8 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from common import fmt_ci, md_table, median_time, results_append
-from host_tools.cdf_estimate import (gls_leaves, monotone_l2, plain_cumulative, plain_error, stored_widths,
-                                     suffix_products, trellis)
-from host_tools.cdf_plan import choose_tree, plan_cdf, search_tree
+from edgesynth.mechanisms.cdf.estimate import gls_leaves, monotone_l2, plain_cumulative, plain_error, stored_widths, suffix_products, trellis
+from edgesynth.mechanisms.cdf.plan import choose_tree, plan_cdf, search_tree
 
 QUICK = "--quick" in sys.argv
 
@@ -67,7 +66,7 @@ def device_noise(trials=300):
     """End-to-end on the device's calibration: add/remove neighbours, exact
     discrete Laplace alpha_i = exp(-eps_i) per level (numpy draws of the same
     law), root not released; F normalised by the estimated N."""
-    from host_tools.cdf_estimate import cdf_from_leaves
+    from edgesynth.mechanisms.cdf.estimate import cdf_from_leaves
     rows = []
     rng = np.random.default_rng(21)
     for K in (256, 997):
@@ -160,9 +159,9 @@ def main():
                  + md_table(["K", "chosen", "K-bar", "error", "best padded (<= 1.5K)", "its error",
                              "histogram", "search s"], rows))
     # device sizes and host assemble time
-    import agent
-    from host_tools.frames import iter_frames
-    from host_tools.cdf_generator import assemble_cdf
+    from edgesynth import agent
+    from edgesynth.frames import iter_frames
+    from edgesynth.mechanisms.cdf.generator import assemble_cdf
     rows = []
     for K in ((256, 4096) if QUICK else (256, 997, 4096, 65536)):
         cfg = plan_cdf([0], [1 << 16], Fraction(1), K)
@@ -179,7 +178,7 @@ def main():
         rows.append([K, "x".join(map(str, cfg["mechanisms"][0]["branching"])), a.counter_bytes(), len(frame),
                      "%.2f" % t_noise, "%.0f" % rate, "%.4f" % tm])
     parts.append("### Device and host (real agent, exact noise, CPython; 20,000 readings)\n\n"
-                 "assemble = parse the frame + GLS + PAVA + quantiles (host_tools.cdf_generator.assemble_cdf); "
+                 "assemble = parse the frame + GLS + PAVA + quantiles (edgesynth.mechanisms.cdf.generator.assemble_cdf); "
                  "target <= 0.2 s at K = 65536.\n\n"
                  + md_table(["K", "tree", "counter B", "frame B", "noise draw s", "updates/s",
                              "assemble s (median of 5)"], rows))

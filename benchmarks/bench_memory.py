@@ -4,7 +4,7 @@ For every mechanism, over a grid of configs (PrivHP: 1..4 channels, count-min
 and count sketch, 1..3 rows, 11..53 counter arrays; CDF: 1..16 channels,
 1..12 levels, integer and float bounds; profile: dense and sampled, 16 to
 262,144 ids): the GC pool beyond the counters a 32-bit port needs
-(host_tools.plan.mp_pool_beyond_counters, from the smallest heap the agent
+(edgesynth.ram.mp_pool_beyond_counters, from the smallest heap the agent
 runs in on the 64-bit unix port, loading the .mpy bundle) against what the
 planner charges (plan.heap_need: a base plus SHAPE_BYTES per channel and per
 counter array), and the base each grid calls for. Then configs planned for
@@ -27,12 +27,12 @@ from fractions import Fraction
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import results_append  # noqa: E402
-from host_tools import mp_runtime  # noqa: E402
-from host_tools.bundle import build  # noqa: E402
-from host_tools.cdf_plan import plan_cdf  # noqa: E402
-from host_tools.plan import (RUNTIME_OVERHEAD, SHAPE_BYTES, counter_bytes, mcu_heap,  # noqa: E402
-                             mp_pool_beyond_counters, plan_privhp, privhp_arrays)
-from host_tools.profile_plan import plan_profile  # noqa: E402
+from edgesynth.runtimes import micropython as mp_runtime  # noqa: E402
+from edgesynth.targets.bundle import build  # noqa: E402
+from edgesynth.mechanisms.cdf.plan import plan_cdf  # noqa: E402
+from edgesynth.ram import RUNTIME_OVERHEAD, SHAPE_BYTES, mcu_heap, mp_pool_beyond_counters
+from edgesynth.mechanisms.privhp.plan import counter_bytes, plan_privhp, privhp_arrays
+from edgesynth.mechanisms.profile.plan import plan_profile  # noqa: E402
 
 THROUGHPUT = '''
 import json, time, agent
@@ -84,7 +84,7 @@ def privhp_planned(ram):
 
 def throughput(quick):
     from tests.conftest import privhp_config
-    import agent
+    from edgesynth import agent
     cfg = privhp_config(d=2, r=16, k=64, w=256, j=2, lo=[0, 0], hi=[4096, 4096])
     reps = 3 if quick else 10
     a = agent.Agent(cfg, seed=b"throughput-seed0")

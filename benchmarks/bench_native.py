@@ -8,21 +8,21 @@ Same config and readings for every path: the 16-level config d=2, r=16, k=64,
 w=256, count-min, j=2, integer bounds 0..4096, 12-bit ADC-like readings.
 
 * pure Python: ``Agent.update_many`` over tuples (the device code on CPython);
-* numpy-batched: ``host_tools.batch.ingest`` on a float64 (n, 2) array;
+* numpy-batched: ``edgesynth.mechanisms.privhp.vector.ingest`` on a float64 (n, 2) array;
 * native batch: ``NativeAgent.update_rows`` on an int32 (n, 2) array (one cffi
   call per 2**16 rows, integer quantiser) and on float64 (float quantiser);
 * native per reading: ``NativeAgent.update`` per tuple (cffi call overhead).
 
 Medians over interleaved rounds; items/s and ratios to pure Python. Every
 path's frame after the same readings is checked byte-identical. Then the core's
-code size per CPU (``host_tools.firmware.build``) when the ARM toolchain is
+code size per CPU (``edgesynth.targets.firmware.build``) when the ARM toolchain is
 installed. Targets (issue 4): >= 10 M items/s through the batch API (>= 50x
 pure Python); core text <= 4 KiB on Cortex-M4 at -Os; RAM = counters + <= 256 B.
 
 Then the other mechanisms in C (issue 5: same bytes, counters + small constant):
 a CDF over 12-bit readings (K = 4096), a profile over 4096 dense ids, and a
 device holding all three (PrivHP 16-level + CDF + profile) on one 3-column
-stream: pure Python, numpy (host_tools.sketch_ingest) and the native batch,
+stream: pure Python, numpy (edgesynth.runtimes.vectorized) and the native batch,
 frames checked identical, and the flash of each kind's device per CPU.
 """
 import argparse
@@ -37,14 +37,14 @@ import common as C  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import agent  # noqa: E402
-from host_tools import native  # noqa: E402
-from host_tools.batch import ingest  # noqa: E402
-from host_tools.cdf_plan import plan_cdf  # noqa: E402
-from host_tools.plan_sketches import combine  # noqa: E402
-from host_tools.profile_plan import plan_profile  # noqa: E402
-from host_tools.simulate import with_names  # noqa: E402
-from host_tools.sketch_ingest import ingest_agent  # noqa: E402
+from edgesynth import agent  # noqa: E402
+from edgesynth.runtimes import native  # noqa: E402
+from edgesynth.mechanisms.privhp.vector import ingest  # noqa: E402
+from edgesynth.mechanisms.cdf.plan import plan_cdf  # noqa: E402
+from edgesynth.config import combine  # noqa: E402
+from edgesynth.mechanisms.profile.plan import plan_profile  # noqa: E402
+from edgesynth.config import with_names  # noqa: E402
+from edgesynth.runtimes.vectorized import ingest_agent  # noqa: E402
 
 SEED = b"bench-native-seed"
 TARGET_BATCH = 10_000_000
@@ -163,7 +163,7 @@ def main(argv=None):
     block = 1 << 16
     paths = {
         "pure Python (Agent.update_many)": (n_py, lambda: py_agent.update_many(rows_py)),
-        "numpy-batched (host_tools.batch)": (n_batch, lambda: ingest(np_agent.mechs[0], xf)),
+        "numpy-batched (edgesynth.mechanisms.privhp.vector)": (n_batch, lambda: ingest(np_agent.mechs[0], xf)),
         "native batch, int32 rows": (n_batch, lambda: [nat.update_rows(xi[s:s + block])
                                                        for s in range(0, n_batch, block)]),
         "native batch, float64 rows": (n_batch, lambda: [nat.update_rows(xf[s:s + block])
@@ -191,7 +191,7 @@ def main(argv=None):
     sk_table, sk_same = sketch_rates(n_py // 2, n_batch // 4, rounds)
     size_md = ""
     if shutil.which("arm-none-eabi-gcc"):
-        from host_tools.firmware import build
+        from edgesynth.targets.firmware import build
         srows = []
         for cpu in ("cortex-m4", "cortex-m0plus"):
             r = build(cpu, cfg)

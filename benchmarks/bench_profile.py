@@ -17,7 +17,7 @@ import common
 import numpy as np
 
 from common import md_table, median_time, results_append
-from host_tools.profile_invert import invert, naive_profile, solve_exact, tails, unfold
+from edgesynth.mechanisms.profile.invert import invert, naive_profile, solve_exact, tails, unfold
 
 
 def dlap(rng, alpha, size):
@@ -145,10 +145,10 @@ def main():
     h = np.minimum(rng.poisson(3, d), n)
     raw = np.minimum(h + dlap(rng, a, d), n)
     tm, _ = median_time(lambda: invert(unfold(raw, n, a, np.random.default_rng(1)), n, a), reps=7)
-    import agent
-    from host_tools.profile_plan import plan_profile
-    from host_tools.frames import iter_frames
-    from host_tools.profile_result import assemble_profile
+    from edgesynth import agent
+    from edgesynth.mechanisms.profile.plan import plan_profile
+    from edgesynth.frames import iter_frames
+    from edgesynth.mechanisms.profile.generator import assemble_profile
     cfg = plan_profile(0, 4096, 100, Fraction(1))
     t = time.perf_counter()
     dev = agent.Agent(cfg, seed=b"bench-profile-00")

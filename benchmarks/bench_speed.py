@@ -11,7 +11,7 @@ compared so that load from other users hits them alike):
   the 16-level config d=2, r=16, k=64, w=256, count-min, with j=2 and j=1
   (the j=1 figure is compared with the 140k items/s anchor); also integer
   readings (ADC codes, the allocation-free path) for j=2;
-* numpy-batched throughput (``host_tools.batch.ingest``) on the same configs,
+* numpy-batched throughput (``edgesynth.mechanisms.privhp.vector.ingest``) on the same configs,
   n = 2e6, and the ratio batched / per-item;
 * agent construction time (every counter's exact discrete-Laplace draw);
 * release time and frame size, and frame parse time on the host;
@@ -29,9 +29,9 @@ import common as C  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from host_tools.assemble import assemble_privhp  # noqa: E402
-from host_tools.batch import ingest  # noqa: E402
-from host_tools.frames import iter_frames  # noqa: E402
+from edgesynth.mechanisms.privhp.generator import assemble_privhp  # noqa: E402
+from edgesynth.mechanisms.privhp.vector import ingest  # noqa: E402
+from edgesynth.frames import iter_frames  # noqa: E402
 
 ANCHOR_J1 = 140_000  # items/s, pure-Python per-item update, 16 levels, j=1 (earlier measurement)
 TARGETS = {
@@ -159,7 +159,7 @@ def main(argv=None):
          "anchor 140k/s", "%.2fx the anchor" % (per_item["j=1"] / ANCHOR_J1)],
         ["per-item update, pure Python (integer ADC codes)", "same, j=2, bounds 0..65535",
          "%.0f items/s" % per_item["j=2 int"], "-", "-"],
-        ["numpy-batched (`host_tools.batch.ingest`), n=%.0e" % n_batch, "same, j=2",
+        ["numpy-batched (`edgesynth.mechanisms.privhp.vector.ingest`), n=%.0e" % n_batch, "same, j=2",
          "%.3g items/s; best round %.3g/s" % (batched["j=2"], batched_best["j=2"]), ">= 10M/s", status(batched["j=2"] >= TARGETS["batched"])],
         ["numpy-batched, n=%.0e" % n_batch, "same, j=1",
          "%.3g items/s; best round %.3g/s" % (batched["j=1"], batched_best["j=1"]), "-", "-"],

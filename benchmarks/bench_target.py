@@ -9,7 +9,7 @@ Setting: n = 10**6 readings, eps = 1, d = 2, multifractal B = 0.8 on [0,1)^2
 while PMM holds >= 20 x the memory.
 
 The planner charges each device runtime what it needs beyond the counters
-(host_tools.plan.heap_need: bytecode, objects, interpreter and the GC's tables
+(edgesynth.ram.heap_need: bytecode, objects, interpreter and the GC's tables
 on MicroPython; state and stack on the C core); the 32 KiB budget therefore
 leaves different room for counters on each, and the target is evaluated for
 every runtime the planner knows:
@@ -34,7 +34,7 @@ All private runs use the agent's exact noise sampler. W1 is in normalised
 coordinates: "W1 marg" = exact marginal W1 averaged over the two channels (the
 primary figure: no sampling error); "TB" = deterministic upper bound on the
 joint l-inf W1 over all n points (dyadic tree metric, depth 28); "OT" =
-host_tools.evaluate.w1_joint on m = 2000 subsamples, shown with its floor.
+edgesynth.evaluation.metrics.w1_joint on m = 2000 subsamples, shown with its floor.
 """
 import argparse
 import os
@@ -48,8 +48,8 @@ import common as C  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from host_tools import plan as P  # noqa: E402
-from host_tools.synthdata import multifractal  # noqa: E402
+from edgesynth.mechanisms.privhp import plan as P  # noqa: E402
+from edgesynth.data.synthdata import multifractal  # noqa: E402
 
 RAM = 32768
 EPS = Fraction(1)
@@ -60,7 +60,7 @@ SCALE = 1e3
 
 
 def device_bytes(c, rt, r, sketch="cms"):
-    """The planner's charge (host_tools.plan.heap_need) for PrivHP config
+    """The planner's charge (edgesynth.ram.heap_need) for PrivHP config
     ``c`` = (k, w, j) at depth ``r`` on device runtime ``rt``: counters and all."""
     k, w, j = c
     return P.heap_need(P.counter_bytes(r, k, w, j, sketch), rt, sketch, D, P.privhp_arrays(r, k, j))

@@ -5,7 +5,7 @@ histogram measured in the same run.
     python3 benchmarks/bench_utility.py           # full: n up to 1e6, 5 reps (~10-15 min)
     options: --reps N, --exact-noise, --no-append
 
-Methods (all through agent.Agent -> host_tools.batch.ingest -> release ->
+Methods (all through agent.Agent -> edgesynth.mechanisms.privhp.vector.ingest -> release ->
 iter_frames -> assemble_privhp, except T_X):
 * PrivHP   defaults eps=1, k=64, w=256, j=1, count-min, r=ceil(log2(eps n));
 * PMM      PrivHP with k = 2**r (complete noisy tree, no sketches), memory
@@ -16,14 +16,14 @@ Both private methods spend 1/50 of eps on the noisy clamp count, like the
 planner's configs.
 
 Data: uniform (= multifractal B=0.5) and multifractal B=0.7, 0.8, 0.9
-(host_tools.synthdata), d=1 and d=2; one fixed data set per (data, d, n).
+(edgesynth.data.synthdata), d=1 and d=2; one fixed data set per (data, d, n).
 Repetitions differ in noise seed and hash seed; tables give the mean and the
 95% t confidence interval.
 
 W1 is in normalised coordinates. "W1 marg" is the exact 1-D W1 between each
 channel of the data and the generator's marginal, averaged over channels (for
 d=1 this is the exact W1). For d=2 two joint figures (l-infinity): "OT" is
-host_tools.evaluate.w1_joint on m=2000-point subsamples (its floor, the same
+edgesynth.evaluation.metrics.w1_joint on m=2000-point subsamples (its floor, the same
 estimator between two halves of the data, is given: values near it cannot be
 told apart), and "TB" is a deterministic tree-metric upper bound over all n
 points (benchmarks/common.TreeBound, depth 28).
@@ -44,7 +44,7 @@ import common as C  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from host_tools.synthdata import multifractal, uniform  # noqa: E402
+from edgesynth.data.synthdata import multifractal, uniform  # noqa: E402
 
 TB_DEPTH = 28
 SCALE = 1e3  # tables show W1 x 1e3

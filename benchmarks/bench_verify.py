@@ -24,8 +24,8 @@ import common as C  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import agent  # noqa: E402
-from host_tools.frames import decode_payload, iter_frames, parse_frame, split_envelope  # noqa: E402
+from edgesynth import agent  # noqa: E402
+from edgesynth.frames import decode_payload, iter_frames, parse_frame, split_envelope  # noqa: E402
 
 KEY = bytes(range(32))
 

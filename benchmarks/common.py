@@ -1,9 +1,9 @@
 """Shared helpers for the edgesynth benchmarks (speed, utility, the 32 KiB target).
 
 Nothing here is imported by the package or the tests. Every figure goes through
-the real code path: ``agent.Agent`` -> ``host_tools.batch.ingest`` (byte-identical
-to per-item updates) -> ``Agent.release()`` -> ``host_tools.frames.iter_frames``
--> ``host_tools.assemble.assemble_privhp`` -> ``Generator``.
+the real code path: ``agent.Agent`` -> ``edgesynth.mechanisms.privhp.vector.ingest`` (byte-identical
+to per-item updates) -> ``Agent.release()`` -> ``edgesynth.frames.iter_frames``
+-> ``edgesynth.mechanisms.privhp.generator.assemble_privhp`` -> ``Generator``.
 
 The one shortcut is optional and explicit: ``noise="numpy"`` builds the agent
 with its exact integer sampler stubbed out and then adds discrete Laplace noise
@@ -14,9 +14,9 @@ on a device. ``noise="exact"`` (the default) uses the agent's own sampler.
 
 W1 is always computed in normalised coordinates ``[0, 1)^d``:
 * ``w1_marginal``: exact 1-D W1 between each channel of the data and the
-  generator's marginal (``host_tools.evaluate.w1_marginal_exact``), averaged
+  generator's marginal (``edgesynth.evaluation.metrics.w1_marginal_exact``), averaged
   over channels; no sampling error.
-* ``w1_joint_ot``: ``host_tools.evaluate.w1_joint`` (l-infinity, exact OT on
+* ``w1_joint_ot``: ``edgesynth.evaluation.metrics.w1_joint`` (l-infinity, exact OT on
   m-point subsamples) with its subsampling floor.
 * ``TreeBound``: a deterministic upper bound on the joint l-infinity W1 over
   the dyadic cells (notes/privhp.md 8.4), on all n points: no subsampling.
@@ -39,17 +39,16 @@ if ROOT not in sys.path:
 
 import numpy as np  # noqa: E402
 
-import agent  # noqa: E402
-import agent.dlap as _dlap_mod  # noqa: E402
-from agent.device import RELATIONS  # noqa: E402
-from host_tools.assemble import assemble_privhp  # noqa: E402
-from host_tools.batch import ingest  # noqa: E402
-from host_tools.budget import privhp_budget  # noqa: E402
-from host_tools.evaluate import normalize, w1_joint, w1_marginal_exact  # noqa: E402
-from host_tools.frames import iter_frames  # noqa: E402
-from host_tools.generator import Generator  # noqa: E402
-from host_tools.growth import Leaves  # noqa: E402
-from host_tools.plan import counter_bytes  # noqa: E402
+from edgesynth import agent  # noqa: E402
+import edgesynth.agent.dlap as _dlap_mod  # noqa: E402
+from edgesynth.mechanisms.privhp.generator import assemble_privhp  # noqa: E402
+from edgesynth.mechanisms.privhp.vector import ingest  # noqa: E402
+from edgesynth.budget import privhp_budget  # noqa: E402
+from edgesynth.evaluation.metrics import normalize, w1_joint, w1_marginal_exact  # noqa: E402
+from edgesynth.frames import iter_frames  # noqa: E402
+from edgesynth.mechanisms.privhp.generator import Generator  # noqa: E402
+from edgesynth.mechanisms.privhp.growth import Leaves  # noqa: E402
+from edgesynth.mechanisms.privhp.plan import counter_bytes  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 CLAMP_SHARE = Fraction(1, 50)  # the planner's default share of epsilon for the clamp count
@@ -62,7 +61,7 @@ CLAMP_SHARE = Fraction(1, 50)  # the planner's default share of epsilon for the 
 def make_config(d, r, k, w, j=1, sketch="cms", eps=Fraction(1), lo=None, hi=None,
                 clamp_share=CLAMP_SHARE, hash_seed="bench", relation="add-remove"):
     """A PrivHP device config with the exact Eq. (23) budget split of
-    ``host_tools.budget.privhp_budget`` (same as tests/conftest.privhp_config)."""
+    ``edgesynth.budget.privhp_budget`` (same as tests/conftest.privhp_config)."""
     eps = Fraction(eps)
     lo = list(lo) if lo is not None else [0.0] * d
     hi = list(hi) if hi is not None else [1.0] * d
@@ -90,7 +89,7 @@ def mech_params(cfg):
 
 
 def config_bytes(cfg):
-    """Exact device bytes of counters + hash parameters (host_tools.plan.counter_bytes)."""
+    """Exact device bytes of counters + hash parameters (edgesynth.mechanisms.privhp.plan.counter_bytes)."""
     r, k, w, j, sk = mech_params(cfg)
     return counter_bytes(r, k, w, j, sk)
 
@@ -157,7 +156,7 @@ def n_noise_draws(cfg):
 
 def add_numpy_noise(state, rng):
     """Add discrete Laplace noise of the agent's per-level scales to a decoded
-    host-side PrivHP state (host_tools.privhp_wire.PrivHPState, wire layout:
+    host-side PrivHP state (edgesynth.mechanisms.privhp.wire.PrivHPState, wire layout:
     ``tree`` heap order, ``sketches`` (r-L, j, w), ``clamp``)."""
     q = state.q * state.factor
     for lvl in range(state.L + 1):
@@ -353,7 +352,7 @@ def w1_marginal(gen, xn):
 
 
 def w1_joint_ot(gen, xn, rng, m=2000):
-    """(w1, floor) of host_tools.evaluate.w1_joint on m-point subsamples (one rep)."""
+    """(w1, floor) of edgesynth.evaluation.metrics.w1_joint on m-point subsamples (one rep)."""
     synth = normalize(gen.sample(m, rng), gen.lo, gen.hi)
     out = w1_joint(xn, synth, rng, m=m, reps=1)
     return out["w1"], out["floor"]
@@ -483,7 +482,7 @@ def selfcheck(seed=0):
     """Cheap consistency checks of the helpers against the package (run in --quick)."""
     rng = np.random.default_rng(seed)
     # numpy discrete Laplace matches the agent's variance formula
-    from host_tools.privhp_wire import dlap_variance
+    from edgesynth.noise import dlap_variance
     a = math.exp(-1 / 20.0)
     z = dlap_numpy(rng, a, 200000)
     want = dlap_variance(20, 1)

@@ -36,7 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 # benchmarks/common (which imports host_tools) is imported in the parent only:
-# the atheris child must import host_tools under instrumentation first.
+# the atheris child must import edgesynth under instrumentation first.
 
 KEY = b"fuzz-key-0123456789abcdef0123456"
 DEVICE = b"fz"
@@ -50,10 +50,10 @@ def envelope(payload, key=KEY):
 
 def seed_corpus():
     """Valid frames of several shapes, as (mode byte + body) inputs."""
-    import agent
+    from edgesynth import agent
     import common as C
     import numpy as np
-    from host_tools.frames import split_envelope
+    from edgesynth.frames import split_envelope
     rng = np.random.default_rng(0)
     shapes = [dict(d=1, r=6, k=8, w=8, j=1), dict(d=2, r=8, k=8, w=16, j=2),
               dict(d=2, r=10, k=16, w=32, j=3, sketch="cs"), dict(d=2, r=12, k=2048, w=1024, j=1),
@@ -72,9 +72,9 @@ def seed_corpus():
 
 
 def make_target(counts):
-    from host_tools.assemble import assemble_privhp
-    from host_tools.errors import EdgesynthError
-    from host_tools.frames import iter_frames
+    from edgesynth.mechanisms.privhp.generator import assemble_privhp
+    from edgesynth.errors import EdgesynthError
+    from edgesynth.frames import iter_frames
 
     key_for = {DEVICE.decode(): KEY}.get
 
@@ -104,10 +104,10 @@ def make_target(counts):
 def child(corpus_dir, runs, stats_path, seed):
     import atheris
     with atheris.instrument_imports():
-        import host_tools.frames  # noqa: F401
-        import host_tools.privhp_wire  # noqa: F401
-        import host_tools.assemble  # noqa: F401
-        import host_tools.growth  # noqa: F401
+        import edgesynth.frames  # noqa: F401
+        import edgesynth.mechanisms.privhp.wire  # noqa: F401
+        import edgesynth.merge  # noqa: F401
+        import edgesynth.mechanisms.privhp.growth  # noqa: F401
     counts = collections.Counter()
     target = make_target(counts)
 

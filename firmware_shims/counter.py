@@ -35,7 +35,7 @@ with its own counter.
 """
 import binascii
 
-from firmware_shims import fs
+from . import fs
 
 MAX = 1 << 53  # a counter this high is damage, not use
 IDENT_BYTES = 16  # bytes of a bound identity's fingerprint

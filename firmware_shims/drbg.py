@@ -7,15 +7,12 @@ software PRNG or only truly random while the radio is up (notes/dp-security.md
 test seed is given. The DRBG is seeded once from the platform entropy source and
 then produces every noise byte.
 """
-from firmware_shims.hmac256 import hmac_sha256
+from .entropy import EntropyError, gather
+from .hmac256 import hmac_sha256
 
 PERSONALIZATION = b"edgesynth-noise-v1"
 RESEED_INTERVAL = 1 << 24  # generate requests before a reseed is required
 BLOCK = 64                 # bytes per generate request feeding the sampler
-
-
-class EntropyError(Exception):
-    """The entropy source failed a health check; no noise may be drawn."""
 
 
 class HmacDrbg:
@@ -108,6 +105,5 @@ def seeded_source(seed):
 def platform_source(source=None):
     """A byte source seeded from the platform entropy (fails closed: EntropyError
     when ``source`` (default ``os.urandom``) fails the health checks)."""
-    from firmware_shims.entropy import gather
     entropy, nonce = gather(source)
     return ByteSource(HmacDrbg(entropy, nonce, PERSONALIZATION))

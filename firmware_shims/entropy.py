@@ -13,7 +13,10 @@ try:
 except (ImportError, AttributeError):  # a port without os.urandom
     _urandom = None
 
-from firmware_shims.drbg import EntropyError
+
+class EntropyError(Exception):
+    """The entropy source failed a health check; no noise may be drawn."""
+
 
 ENTROPY_BYTES = 48  # 384 bits: SP 800-90A wants >= 256 bits plus a nonce
 

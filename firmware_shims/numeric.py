@@ -27,7 +27,7 @@ the importable ones. Only the operations the block-update path needs exist:
 * ``tolist(a)``, ``clear(a)`` (zero in place), ``is_int_column(col)``.
 
 Exactness: every backend gives exactly the bits and remainders of the scalar
-code in agent/privhp.py. Per channel the representation is
+code in agent/privhp/__init__.py. Per channel the representation is
 
 * int16 when the bounds are integers, ``hi - lo <= INT16_SPAN_MAX`` (16383:
   2*rem stays below 2**15) and the readings are integers (ADC codes): the

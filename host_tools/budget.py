@@ -9,7 +9,7 @@ never creates any, and every level keeps at least one unit.
 import math
 from fractions import Fraction
 
-from host_tools.errors import InputError
+from edgesynth.errors import InputError
 
 Q_BITS = 20
 MAX_EPS_DEN = 10 ** 6

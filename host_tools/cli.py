@@ -11,8 +11,9 @@ import sys
 import click
 import numpy as np
 
-from host_tools.errors import EdgesynthError, InputError
-from host_tools.outputs import atomic_output, write_bytes, write_text
+from edgesynth.errors import EdgesynthError, InputError
+from edgesynth.config import write_config
+from edgesynth.outputs import atomic_output, write_bytes, write_text
 
 EPILOG = ("Docs: README.md; docs/ has config, privacy, wire-format, deployment, native, trust, "
           "cdf and profile pages.")
@@ -86,7 +87,7 @@ def _device_key(key_hex, keyring, device_id):
     if key_hex and keyring:
         raise InputError("pass --key or --keyring, not both")
     if keyring:
-        from host_tools.keys import load
+        from edgesynth.fleet.keys import load
         return load(keyring).require(device_id)
     return _hex_bytes(key_hex, "--key") if key_hex else None
 
@@ -97,7 +98,7 @@ def _frame_keys(key_hex, keyring):
     if key_hex and keyring:
         raise InputError("pass --key or --keyring, not both")
     if keyring:
-        from host_tools.keys import load
+        from edgesynth.fleet.keys import load
         return load(keyring).key_for, True
     if key_hex:
         key = _hex_bytes(key_hex, "--key")
@@ -175,12 +176,14 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
     itself is measured (docs/deployment.md). A plan that cannot fit --ram is
     refused with what it needs and what it has.
     """
-    from host_tools.budget import parse_epsilon
-    from host_tools.plan import parse_bounds, parse_size, plan_privhp
+    from edgesynth.budget import parse_epsilon
+    from edgesynth.config import parse_bounds
+    from edgesynth.ram import parse_size
+    from edgesynth.mechanisms.privhp.plan import plan_privhp
     eps = parse_epsilon(epsilon)
     ram_bytes = parse_size(ram, "--ram") if ram is not None else None
     if mechanism != "privhp":
-        from host_tools.plan_sketches import plan_command
+        from edgesynth.cli import plan_command
         plan_command(mechanism, eps, bounds=bounds, bins=bins, branching=branching, domain=domain, cap=cap,
                      names=_columns(names) if names else None, relation=relation, output=output,
                      as_json=as_json, echo=click.echo, echo_json=_echo_json, sample_bits=sample_bits,
@@ -217,7 +220,7 @@ def combine(configs, output):
     Prints the exact counter bytes of all parts; the runtime overhead of a
     combined device is not measured, so nothing is checked against a RAM budget.
     """
-    from host_tools.plan_sketches import combine_files
+    from edgesynth.config import combine_files
     click.echo(combine_files(configs, output))
 
 
@@ -277,10 +280,11 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     Without --seed every window draws fresh entropy; with it, window e is
     seeded from (seed, e) and the frames are reproducible and NOT private.
     """
-    from host_tools.csvio import read_columns
-    from host_tools.plan import parse_size
-    from host_tools.simulate import clamped_fraction, load_config, simulate as run_one
-    from host_tools.windows import Schedule, parse_time, simulate_windows
+    from edgesynth.data.csvio import read_columns
+    from edgesynth.ram import parse_size
+    from edgesynth.runtimes.simulate import clamped_fraction, simulate as run_one
+    from edgesynth.config import load_config
+    from edgesynth.runtimes.windows import Schedule, parse_time, simulate_windows
     timed = (time_column, window, start, end)
     if any(v is not None for v in timed) and not all(v is not None for v in timed):
         raise InputError("--time-column, --window, --start and --end go together")
@@ -324,7 +328,7 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
 
 
 def _time_option(text, what):
-    from host_tools.windows import parse_time
+    from edgesynth.runtimes.windows import parse_time
     try:
         return parse_time(text)
     except ValueError as e:
@@ -348,8 +352,8 @@ def firmware():
 def firmware_build(cpu, config_path, header, as_json):
     """Build the C core for a Cortex-M and report flash (text, data), RAM (bss,
     state, counters) and worst-case stack per API call."""
-    from host_tools.firmware import build, config_header, format_report
-    from host_tools.simulate import load_config
+    from edgesynth.targets.firmware import build, config_header, format_report
+    from edgesynth.config import load_config
     if header and not config_path:
         raise InputError("--header needs --config")
     cfg = load_config(config_path) if config_path else None
@@ -388,13 +392,13 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
     Frames come from files (RELEASES) or from an ingest store (--store), whose
     frames were verified when they were stored.
     """
-    from host_tools.frames import read_frames
+    from edgesynth.frames import read_frames
     if bool(releases) == bool(store_path):
         raise InputError("give frame files or --store, not both and not neither")
     if (devices or config_hash) and not store_path:
         raise InputError("--device and --config-hash select frames of a --store")
     if store_path:
-        from host_tools.store import Store
+        from edgesynth.fleet.store import Store
         with Store(store_path, create=False) as st:
             rels = st.releases(devices=devices or None, config_id=config_hash)
     else:
@@ -402,7 +406,7 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
         rels = []
         for path in releases:
             rels.extend(read_frames(path, key_for=key_for, require_tag=require_tag))
-    from host_tools.generators import assemble as assemble_any
+    from edgesynth.mechanisms import assemble as assemble_any
     gen = assemble_any(rels, mechanism, force_sum)
     if output:
         write_bytes(output, gen.to_bytes())
@@ -410,7 +414,7 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
     if as_json:
         _echo_json(summary)
     elif summary.get("mechanism") in ("cdf", "profile"):
-        from host_tools.plan_sketches import assemble_line
+        from edgesynth.cli import assemble_line
         click.echo(assemble_line(summary, output))
     else:
         click.echo("generator from %d frame(s) of %s: %d leaves, depth %d..%d, epsilon %s per reading%s"
@@ -422,7 +426,7 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
 
 
 def _load_generator(path):
-    from host_tools.generators import load_generator
+    from edgesynth.mechanisms import load_generator
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -463,9 +467,9 @@ def sample(generator, count, seed, output):
 def evaluate(real, synthetic, columns, bounds, seed, as_json):
     """Compare synthetic rows with real ones (W1 per channel, joint W1, range queries)
     beside a uniform baseline."""
-    from host_tools.csvio import read_columns
-    from host_tools.evaluate import utility_report
-    from host_tools.plan import parse_bounds
+    from edgesynth.data.csvio import read_columns
+    from edgesynth.evaluation.metrics import utility_report
+    from edgesynth.config import parse_bounds
     cols = _columns(columns)
     x = read_columns(real, cols)
     y = read_columns(synthetic, cols)
@@ -515,7 +519,7 @@ def report_rows(report):
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key to verify tagged frames.")
 def inspect(file, key_hex):
     """Describe a frame file, generator or device config (as JSON)."""
-    from host_tools.inspect_file import describe
+    from edgesynth.describe import describe
     key = _hex_bytes(key_hex, "--key") if key_hex else None
     _echo_json(describe(file, key))
 
@@ -533,7 +537,7 @@ def keys():
 @click.option("--force", is_flag=True, help="Replace the device's existing key (its old frames stop verifying).")
 def keys_new(device_id, keyring, force):
     """Create a random 32-byte key for DEVICE_ID in the keyring. The key is never printed."""
-    from host_tools.keys import new_key
+    from edgesynth.fleet.keys import new_key
     ring = new_key(keyring, device_id, force=force)
     click.echo("%s: key for %r %s (%d device(s) in the keyring)"
                % (keyring, device_id, "replaced" if force else "created", len(ring.devices())))
@@ -551,7 +555,7 @@ def keys_credentials(device_id, keyring, output):
     state record with a key derived from it; copy the file to the board and
     run provision() once (docs/deployment.md). The key is never printed.
     """
-    from host_tools.keys import load, write_credentials
+    from edgesynth.fleet.keys import load, write_credentials
     write_credentials(load(keyring), device_id, output)
     click.echo("wrote %s: credentials of %r (mode 0600; keep it off the host once copied)" % (output, device_id))
 
@@ -560,7 +564,7 @@ def keys_credentials(device_id, keyring, output):
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
 def keys_list(keyring):
     """Print the device ids of a keyring, one per line (never the keys)."""
-    from host_tools.keys import load
+    from edgesynth.fleet.keys import load
     for dev in load(keyring).devices():
         click.echo(dev)
 
@@ -584,15 +588,15 @@ def ingest(files, store_path, keyring, as_json):
     aside in the store). Exit 0 iff every frame was stored or was a
     duplicate, else 2.
     """
-    from host_tools.ingest import ingest as run_ingest
+    from edgesynth.fleet.ingest import ingest as run_ingest
     return _into_store(store_path, keyring, as_json, lambda st, key_for, report: run_ingest(st, files, key_for, report))
 
 
 def _into_store(store_path, keyring, as_json, run):
     """Open (or create) the store, ``run(store, key_for, report)``, print one
     line per frame (stdout: acks or --json; stderr: refusals) and the summary."""
-    from host_tools.keys import load
-    from host_tools.store import Store
+    from edgesynth.fleet.keys import load
+    from edgesynth.fleet.store import Store
     ring = load(keyring)
 
     def report(r):
@@ -618,8 +622,8 @@ def store():
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def store_stats(store_path, as_json):
     """Frames, devices and configurations held by a store, and the conflicts kept aside."""
-    from host_tools.ingest import shown
-    from host_tools.store import Store
+    from edgesynth.fleet.ingest import shown
+    from edgesynth.fleet.store import Store
     with Store(store_path) as st:
         s = st.stats()
         conflicts = st.conflicts()
@@ -644,8 +648,8 @@ def store_stats(store_path, as_json):
 def store_migrate(old, store_path, keyring, as_json):
     """Copy the frames of a store written by an earlier edgesynth (schema 1)
     into a new store, verified and stored as by ingest. OLD is only read."""
-    from host_tools.ingest import migrate
-    from host_tools.store import require_schema_1
+    from edgesynth.fleet.ingest import migrate
+    from edgesynth.fleet.store import require_schema_1
     require_schema_1(old)  # before a new store is made
     return _into_store(store_path, keyring, as_json, lambda st, key_for, report: migrate(old, st, key_for, report))
 
@@ -662,8 +666,8 @@ def store_migrate(old, store_path, keyring, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print file sizes as JSON.")
 def bundle(config_path, arch, emit, output, as_json):
     """Compile the agent and shims to .mpy (with mpy-cross) into a directory for a board."""
-    from host_tools.bundle import build
-    from host_tools.simulate import load_config
+    from edgesynth.targets.bundle import build
+    from edgesynth.config import load_config
     if config_path:
         load_config(config_path)  # refuse a broken config before compiling anything
     with _progress() as prog:
@@ -680,7 +684,7 @@ def bundle(config_path, arch, emit, output, as_json):
 @click.option("--port", required=True, help="Serial port of the board, e.g. /dev/ttyACM0 (mpremote's `connect`).")
 def deploy(bundle_dir, port):
     """Copy a bundle onto a board with mpremote and reset it (see docs/deployment.md)."""
-    from host_tools.deploy import commands, deploy as run_deploy
+    from edgesynth.targets.deploy import commands, deploy as run_deploy
     with _progress() as prog:
         task = prog.add_task("deploy", total=len(commands(bundle_dir, port)))
         n = run_deploy(bundle_dir, port, progress=lambda k: prog.advance(task, k))
@@ -703,10 +707,69 @@ def demo(out_dir, epsilon, ram, seed):
     samples as many synthetic rows, prints a utility table against a uniform
     baseline and writes a PNG comparing real and synthetic distributions.
     """
-    from host_tools.demo import run_demo
-    from host_tools.plan import parse_size
+    from edgesynth.demo import run_demo
+    from edgesynth.ram import parse_size
     run_demo(out_dir, epsilon, parse_size(ram, "--ram"), seed, echo=click.echo, table=print_report)
 
 
 if __name__ == "__main__":
     main()
+
+
+def plan_command(mechanism, eps, bounds=None, bins=None, branching=None, domain=None, cap=None, names=None,
+                 relation="add-remove", output=None, as_json=False, echo=print, echo_json=print,
+                 sample_bits=None, sample_seed=None, ram=None, runtime="micropython"):
+    """`edgesynth plan --mechanism cdf|profile`: build, write and describe the
+    config. ``ram`` (bytes or None) is the device budget for ``runtime``."""
+    if mechanism == "cdf":
+        cfg = _plan_cdf(eps, bounds, bins, branching, names, relation, ram, runtime)
+        m, p = cfg["mechanisms"][0], cfg["plan"]
+        line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (
+            output, m["bins"], "" if p["bins_choice"] == "given" else " (%s)" % p["bins_choice"],
+            "x".join(map(str, m["branching"])), p["padded_leaves"], p["counter_bytes"] // 4, p["counter_bytes"])
+    else:
+        from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
+        if cap is None:
+            raise InputError("--mechanism profile needs --cap")
+        lo, hi = parse_domain(domain) if domain is not None else (None, None)
+        cfg = plan_profile(lo, hi, cap, eps, names=names, relation=relation, sample_bits=sample_bits,
+                           sample_seed=sample_seed, ram=ram, runtime=runtime)
+        m, p = cfg["mechanisms"][0], cfg["plan"]
+        line = "wrote %s: profile over %d ids [%d, %d), cap %d; counters %d B; expected l2 error ~ %.3g" % (
+            output, p["ids"], m["lo"], m["hi"], cap, p["counter_bytes"], p["expected_error_scale_l2"])
+    line += "; expected peak %d B (%s)%s" % (p["expected_peak_bytes"], runtime,
+                                             "" if ram is None else " of %d B" % ram)
+    write_config(output, cfg)
+    if as_json:
+        echo_json({**cfg["plan"], **{k: v for k, v in cfg["mechanisms"][0].items() if k != "sigma"},
+                   "config": output})
+    else:
+        echo(line)
+    return cfg
+
+
+def _plan_cdf(eps, bounds, bins, branching, names, relation, ram, runtime):
+    """The CDF config of the command's flags (parsing only; cdf_plan plans)."""
+    from edgesynth.mechanisms.cdf.plan import plan_cdf
+    from edgesynth.config import parse_bounds
+    if bounds is None:
+        raise InputError("--mechanism cdf needs --bounds and --bins (or --ram to choose the bins)")
+    lo, hi = parse_bounds(bounds)
+    br = None
+    if branching:
+        try:
+            br = [int(x) for x in branching.split(",")]
+        except ValueError:
+            raise InputError("--branching must list integers like 16,16, got %r" % branching)
+    return plan_cdf(lo, hi, eps, bins, names=names, branching=br, relation=relation, ram=ram, runtime=runtime)
+
+
+def assemble_line(summary, output):
+    """One line describing an assembled CDF generator or profile."""
+    tail = "; wrote %s" % output if output else ""
+    if summary["mechanism"] == "cdf":
+        med = summary["quantiles"]["0.5"]
+        return "cdf generator from %d frame(s): K=%d, median %s, epsilon %s per reading%s" % (
+            summary["frames"], summary["bins"], med, summary["epsilon"], tail)
+    return "profile of %d ids from %d frame(s): distinct ~ %.1f, never seen %.3f, epsilon %s%s" % (
+        summary["ids"], summary["frames"], summary["distinct"], summary["never_seen"], summary["epsilon"], tail)

@@ -4,15 +4,16 @@ import os
 
 import numpy as np
 
-from host_tools import datasets
-from host_tools.assemble import assemble_privhp
-from host_tools.budget import parse_epsilon
-from host_tools.csvio import write_columns
-from host_tools.errors import InputError
-from host_tools.frames import iter_frames
-from host_tools.outputs import write_bytes, write_text
-from host_tools.plan import parse_bounds, plan_privhp
-from host_tools.simulate import simulate
+from edgesynth.data import datasets
+from edgesynth.mechanisms.privhp.generator import assemble_privhp
+from edgesynth.budget import parse_epsilon
+from edgesynth.data.csvio import write_columns
+from edgesynth.errors import InputError
+from edgesynth.frames import iter_frames
+from edgesynth.outputs import write_bytes, write_text
+from edgesynth.config import parse_bounds
+from edgesynth.mechanisms.privhp.plan import plan_privhp
+from edgesynth.runtimes.simulate import simulate
 
 
 def run_demo(out_dir, epsilon, ram, seed=None, echo=print, table=None):
@@ -23,8 +24,8 @@ def run_demo(out_dir, epsilon, ram, seed=None, echo=print, table=None):
     (int or None): None draws the device's noise from fresh entropy; an int
     makes the whole run reproducible and the release NOT private.
     """
-    from host_tools.evaluate import utility_report
-    from host_tools.plots import plot_comparison
+    from edgesynth.evaluation.metrics import utility_report
+    from edgesynth.evaluation.plots import plot_comparison
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:

@@ -14,34 +14,22 @@ import struct
 
 import msgpack
 
-from host_tools.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
-from agent.device import device_id_bytes
-from agent.errors import ConfigError
-from agent.privhp_build import MAX_COUNTERS
-from host_tools import cdf_wire, privhp_wire, profile_wire
-from host_tools.cdf_wire import CDFState
-from host_tools.privhp_wire import PrivHPState
-from host_tools.profile_wire import ProfileState
+from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.privhp.build import MAX_COUNTERS
+from edgesynth.agent.wire import (FORMAT, MAGIC, MAX_DEVICE_ID, MAX_MECHANISMS, PAYLOAD_KEYS, RELATIONS,
+                                  device_id_bytes)
+from edgesynth.decode import decode_budget, scan_msgpack
+from edgesynth.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
+from edgesynth.mechanisms import REGISTRY
 
-MAGIC = b"ESF1"
-FORMAT = 1
 MAX_PAYLOAD = 4 * MAX_COUNTERS + (1 << 20)  # bytes: the largest state a config allows, plus room
-MAX_DEVICE_ID = 64
-RELATIONS = ("add-remove", "replace")
-KINDS = {"privhp": PrivHPState, "cdf": CDFState, "profile": ProfileState}
-TOP_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")
-MAX_MECHS = 8
 # The deepest legal path is payload.mechs[i].sample.keys[j]: 5 nested containers.
 MAX_NESTING = 5
 # Objects of the largest legal payload: the top map (keys, values, eps's two
-# numbers) and MAX_MECHS of the largest mechanism map. A payload claiming more
+# numbers) and MAX_MECHANISMS of the largest mechanism map. A payload claiming more
 # is refused before msgpack builds any of them.
-MAX_OBJECTS = 1 + 2 * len(TOP_KEYS) + 2 + MAX_MECHS * max(cdf_wire.MAX_OBJECTS, privhp_wire.MAX_OBJECTS,
-                                                          profile_wire.MAX_OBJECTS)
-# Decoded Python objects may take at most 4 bytes per encoded byte plus this
-# (scan_msgpack's worst-case CPython sizes: an empty array is 1 byte but a
-# 56-byte list and an 8-byte slot; a float64 is 9 bytes and 32 decoded).
-DECODE_SLACK = 64 << 20
+MAX_OBJECTS = 1 + 2 * len(PAYLOAD_KEYS) + 2 + MAX_MECHANISMS * max(
+    m.wire.MAX_OBJECTS for m in REGISTRY.values())
 READ_CHUNK = 1 << 20  # bytes read from a file at a time
 
 
@@ -153,94 +141,6 @@ def _reject_ext(code, data):
 
 # scan_msgpack's table: first byte -> (kind, bytes of the length field or of
 # the whole scalar, inline length or the scalar's decoded cost in bytes).
-_SCALAR, _STR, _BIN, _ARRAY, _MAP, _BAD = range(6)
-
-
-def _scan_table():
-    t = [(_SCALAR, 1, 0)] * 0x80                                     # positive fixint: cached ints
-    t += [(_MAP, 0, b & 0x0F) for b in range(0x80, 0x90)]
-    t += [(_ARRAY, 0, b & 0x0F) for b in range(0x90, 0xA0)]
-    t += [(_STR, 0, b & 0x1F) for b in range(0xA0, 0xC0)]
-    t += [(_SCALAR, 1, 0), (_BAD, 0, 0), (_SCALAR, 1, 0), (_SCALAR, 1, 0)]  # nil, (never used), false, true
-    t += [(_BIN, 1, 0), (_BIN, 2, 0), (_BIN, 4, 0)]
-    t += [(_BAD, 0, 0)] * 3                                          # ext 8/16/32
-    t += [(_SCALAR, 5, 24), (_SCALAR, 9, 24)]                        # float32/64 -> float
-    t += [(_SCALAR, n, 36) for n in (2, 3, 5, 9, 2, 3, 5, 9)]        # uint8..64, int8..64 -> int
-    t += [(_BAD, 0, 0)] * 5                                          # fixext 1..16
-    t += [(_STR, 1, 0), (_STR, 2, 0), (_STR, 4, 0)]
-    t += [(_ARRAY, 2, 0), (_ARRAY, 4, 0), (_MAP, 2, 0), (_MAP, 4, 0)]
-    t += [(_SCALAR, 1, 36)] * 0x20                                   # negative fixint
-    return tuple(t)
-
-
-_SCAN = _scan_table()
-
-
-def scan_msgpack(data, max_nesting, max_objects, max_cost):
-    """Walk the msgpack object in ``data`` without building it; BadPayload
-    unless it is one complete object with at most ``max_nesting`` nested
-    containers, at most ``max_objects`` objects, no ext type, and at most
-    ``max_cost`` bytes of worst-case CPython objects once decoded. Returns
-    that worst-case size in bytes.
-
-    Iterative, and its stack holds one int per open container, so time is
-    O(objects) and memory O(max_nesting) whatever the input. Costs in bytes
-    (64-bit CPython, tracemalloc, msgpack with object_pairs_hook): list 56 +
-    8 per item, map 72 + 176 per pair (pairs list, tuples, dict), str 80 + 4
-    per byte (UCS-4 worst case), bin 40 + 1 per byte, float 24, int 36;
-    positive fixint, nil and bools are shared objects (0).
-    """
-    n = len(data)
-    pos = cost = 0
-    claimed = 1
-    rem = 1      # items still to read in the innermost open container (the root slot first)
-    outer = []   # the same for every enclosing container
-    table = _SCAN
-    while True:
-        if not rem:
-            if not outer:
-                break
-            rem = outer.pop()
-            continue
-        rem -= 1
-        if pos >= n:
-            raise BadPayload("the msgpack data ends inside an object at byte %d" % n)
-        kind, size, extra = table[data[pos]]
-        if kind == _SCALAR:
-            pos += size
-            cost += extra
-        elif kind == _BAD:
-            raise BadPayload("ext types and byte 0xc1 are not allowed (byte %d)" % pos)
-        else:
-            count = int.from_bytes(data[pos + 1:pos + 1 + size], "big") if size else extra
-            pos += 1 + size
-        if kind == _STR or kind == _BIN:
-            pos += count
-            cost += 80 + 4 * count if kind == _STR else 40 + count
-        elif kind == _ARRAY or kind == _MAP:
-            if len(outer) >= max_nesting:
-                raise BadPayload("the msgpack data nests containers more than %d deep" % max_nesting)
-            items = count if kind == _ARRAY else 2 * count
-            claimed += items
-            if claimed > max_objects:
-                raise BadPayload("the msgpack data holds more than %d objects" % max_objects)
-            if items > n - pos:
-                raise BadPayload("a container claims %d items but %d bytes remain" % (items, n - pos))
-            cost += 56 + 8 * count if kind == _ARRAY else 72 + 176 * count
-            outer.append(rem)
-            rem = items
-        if cost > max_cost:
-            raise BadPayload("the msgpack data would decode to more than %d bytes of objects" % max_cost)
-    if pos > n:
-        raise BadPayload("the msgpack data ends inside an object at byte %d" % n)
-    if pos < n:
-        raise BadPayload("trailing bytes after the msgpack object")
-    return cost
-
-
-def decode_budget(nbytes):
-    """Most bytes of Python objects that ``nbytes`` of msgpack may decode to."""
-    return 4 * nbytes + DECODE_SLACK
 
 
 def decode_payload(data):
@@ -265,8 +165,8 @@ def _check_top(p):
     if not isinstance(p, dict):
         raise SchemaError("payload must be a map")
     keys = sorted(p)
-    if keys != list(TOP_KEYS):
-        raise SchemaError("payload keys %s differ from %s" % (keys, list(TOP_KEYS)))
+    if keys != list(PAYLOAD_KEYS):
+        raise SchemaError("payload keys %s differ from %s" % (keys, list(PAYLOAD_KEYS)))
     if p["fmt"] != FORMAT or isinstance(p["fmt"], bool):
         raise SchemaError("unsupported format version %r" % (p["fmt"],))
     for name in ("epoch", "seq"):
@@ -277,13 +177,13 @@ def _check_top(p):
     if not (isinstance(e, list) and len(e) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
                                                          and 1 <= x < 1 << 64 for x in e)):
         raise SchemaError("eps must be [numerator, denominator] of positive integers")
-    if p["relation"] not in RELATIONS:
-        raise SchemaError("relation must be one of %s" % (RELATIONS,))
+    if not isinstance(p["relation"], str) or p["relation"] not in RELATIONS:
+        raise SchemaError("relation must be one of %s" % (tuple(sorted(RELATIONS)),))
     if not isinstance(p["device"], str):
         raise SchemaError("device must be a string")
     mechs = p["mechs"]
-    if not isinstance(mechs, list) or not 1 <= len(mechs) <= MAX_MECHS:
-        raise SchemaError("mechs must list 1..%d mechanism states" % MAX_MECHS)
+    if not isinstance(mechs, list) or not 1 <= len(mechs) <= MAX_MECHANISMS:
+        raise SchemaError("mechs must list 1..%d mechanism states" % MAX_MECHANISMS)
 
 
 def parse_frame(buf, pos=0, key_for=None, require_tag=False):
@@ -315,9 +215,9 @@ def parse_frame(buf, pos=0, key_for=None, require_tag=False):
     mechs = []
     num, den = 0, 1
     for i, m in enumerate(payload["mechs"]):
-        if not isinstance(m, dict) or not isinstance(m.get("kind"), str) or m["kind"] not in KINDS:
+        if not isinstance(m, dict) or not isinstance(m.get("kind"), str) or m["kind"] not in REGISTRY:
             raise SchemaError("mechs[%d] has an unknown kind" % i)
-        state = KINDS[m["kind"]].from_payload(m, factor)
+        state = REGISTRY[m["kind"]].State.from_payload(m, factor)
         n, dd = state.budget
         num, den = num * dd + n * den, den * dd
         mechs.append(state)

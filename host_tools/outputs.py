@@ -19,7 +19,7 @@ import os
 import secrets
 import stat
 
-from host_tools.errors import InputError
+from edgesynth.errors import InputError
 
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 

@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from host_tools.budget import privhp_budget  # noqa: E402
+from edgesynth.budget import privhp_budget  # noqa: E402
 
 
 def privhp_config(d=2, r=12, k=16, w=64, j=1, sketch="cms", eps=Fraction(1), lo=None, hi=None,

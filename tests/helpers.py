@@ -1,9 +1,9 @@
 """Test helpers: run the real agent over arrays and decode its frame."""
 import numpy as np
 
-import agent
-from host_tools.frames import iter_frames
-from host_tools.simulate import as_readings
+from edgesynth import agent
+from edgesynth.frames import iter_frames
+from edgesynth.runtimes.simulate import as_readings
 
 
 def release(cfg, data, seed=b"test-seed-000000", **kw):

@@ -14,9 +14,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from host_tools.cdf_plan import plan_cdf
-from host_tools.plan_sketches import combine
-from host_tools.profile_plan import plan_profile
+from edgesynth.mechanisms.cdf.plan import plan_cdf
+from edgesynth.config import combine
+from edgesynth.mechanisms.profile.plan import plan_profile
 from tests.conftest import privhp_config
 
 KEY = bytes(range(1, 33))
@@ -92,8 +92,8 @@ def sketch_cases(rng, n):
                 ids[:, None].astype(float), b"prof-1", None))
     prof = plan_profile(100, 1124, 40, Fraction(2), names=["c0"], relation="replace", sample_bits=20,
                         sample_seed="fleet-k1")
-    from agent.profile import Profile
-    from host_tools.sketch_ingest import feistel
+    from edgesynth.agent.profile import Profile
+    from edgesynth.mechanisms.profile.vector import feistel
     images = feistel(Profile(prof["mechanisms"][0]), np.arange(1 << 20))
     hot = int(np.flatnonzero((images >= 100) & (images < 1124))[0])    # a sampled id: driven to the cap
     ids = np.r_[rng.integers(-50, (1 << 20) + 50, n), np.full(300, hot)]

@@ -3,10 +3,10 @@ from fractions import Fraction
 
 import pytest
 
-import agent
-from agent.errors import ConfigError, SealedError
-from firmware_shims.drbg import seeded_source
-from host_tools.plan import choose_depth
+from edgesynth import agent
+from edgesynth.agent.errors import ConfigError, SealedError
+from edgesynth.firmware_shims.drbg import seeded_source
+from edgesynth.mechanisms.privhp.plan import choose_depth
 
 
 def test_sealing_cannot_be_bypassed(make_config):

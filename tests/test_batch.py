@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-import agent
-from host_tools.batch import ingest
-from host_tools.simulate import as_readings
+from edgesynth import agent
+from edgesynth.mechanisms.privhp.vector import ingest
+from edgesynth.runtimes.simulate import as_readings
 from tests.conftest import privhp_config
 
 CONFIGS = {

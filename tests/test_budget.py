@@ -4,10 +4,10 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import agent
-from agent.errors import ConfigError
-from host_tools.budget import level_weights, parse_epsilon, privhp_budget
-from host_tools.errors import InputError
+from edgesynth import agent
+from edgesynth.agent.errors import ConfigError
+from edgesynth.budget import level_weights, parse_epsilon, privhp_budget
+from edgesynth.errors import InputError
 
 
 @settings(max_examples=200, deadline=None)

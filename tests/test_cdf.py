@@ -7,14 +7,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import agent
-from host_tools.cdf_estimate import (cdf_from_leaves, gls_leaves, level_use, monotone_l2, plain_cumulative,
-                                     plain_error, quantiles, stored_widths, suffix_products, trellis)
-from host_tools.cdf_plan import choose_tree, level_budgets, plan_cdf
-from host_tools.cli import main
-from host_tools.errors import MergeError
-from host_tools.frames import iter_frames
-from host_tools.simulate import simulate
+from edgesynth import agent
+from edgesynth.mechanisms.cdf.estimate import cdf_from_leaves, gls_leaves, level_use, monotone_l2, plain_cumulative, plain_error, quantiles, stored_widths, suffix_products, trellis
+from edgesynth.mechanisms.cdf.plan import choose_tree, level_budgets, plan_cdf
+from edgesynth.cli import main
+from edgesynth.errors import MergeError
+from edgesynth.frames import iter_frames
+from edgesynth.runtimes.simulate import simulate
 from fractions import Fraction
 
 
@@ -263,7 +262,7 @@ def test_beta_star():
 
 # ------------------------------------------------------------ merge and CLI
 def test_merge_adds_variances_and_refuses_other_configs():
-    from host_tools.assemble import merge_states
+    from edgesynth.merge import merge_states
     cfg = cdf_cfg(256, (16, 16))
     rels = [next(iter_frames(simulate(cfg, np.ones((5, 1)), ["x0"], seed=b"s%015d" % i, device_id="d%d" % i)))
             for i in range(2)]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from host_tools.cli import main
-from host_tools.plan import heap_need
+from edgesynth.cli import main
+from edgesynth.ram import heap_need
 
 
 def run(*args):

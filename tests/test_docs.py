@@ -23,7 +23,7 @@ def test_config_example_is_what_the_planner_writes(tmp_path):
 
     from click.testing import CliRunner
 
-    from host_tools.cli import main
+    from edgesynth.cli import main
     with open(os.path.join(ROOT, "docs", "config.md"), encoding="utf-8") as fh:
         page = fh.read()
     example = page[page.index("### Example"):]

@@ -4,12 +4,12 @@ import os
 
 import pytest
 
-import agent
-import firmware_shims.drbg as drbg
-import firmware_shims.entropy as entropy
-from agent.ledger import Device, provision
-from firmware_shims.drbg import EntropyError, HmacDrbg, platform_source
-from firmware_shims.entropy import gather, health_check
+from edgesynth import agent
+import edgesynth.firmware_shims.drbg as drbg
+import edgesynth.firmware_shims.entropy as entropy
+from edgesynth.agent.ledger import Device, provision
+from edgesynth.firmware_shims.drbg import EntropyError, HmacDrbg, platform_source
+from edgesynth.firmware_shims.entropy import gather, health_check
 
 
 def _cycle(pattern):

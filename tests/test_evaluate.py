@@ -1,4 +1,4 @@
-"""Tests of host_tools.synthdata, host_tools.evaluate and host_tools.plots.
+"""Tests of edgesynth.data.synthdata, edgesynth.evaluation.metrics and edgesynth.evaluation.plots.
 
 Every random test uses a fixed seed; tolerances are derived from the
 distributions, not fitted to one run.
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from host_tools import evaluate as ev
-from host_tools import plots
-from host_tools import synthdata as sd
+from edgesynth.evaluation import metrics as ev
+from edgesynth.evaluation import plots
+from edgesynth.data import synthdata as sd
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

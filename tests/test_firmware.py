@@ -11,12 +11,12 @@ from fractions import Fraction
 
 import pytest
 
-from host_tools import native
-from host_tools.cdf_plan import plan_cdf
-from host_tools.errors import InputError
-from host_tools.plan_sketches import combine
-from host_tools.profile_plan import plan_profile
-from host_tools.simulate import with_names
+from edgesynth.runtimes import native
+from edgesynth.mechanisms.cdf.plan import plan_cdf
+from edgesynth.errors import InputError
+from edgesynth.config import combine
+from edgesynth.mechanisms.profile.plan import plan_profile
+from edgesynth.config import with_names
 from tests.conftest import privhp_config
 from tests.native_cases import cases
 
@@ -51,8 +51,9 @@ def _cfg(case):
 @pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m0plus"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_qemu_frames_identical_to_cpython(qemu, cpu, case):
-    from host_tools.qemu_runtime import run_qemu
-    from host_tools.simulate import as_readings, run_cpython
+    from edgesynth.runtimes.qemu import run_qemu
+    from edgesynth.runtimes.simulate import as_readings
+    from edgesynth.runtimes.cpython import run_cpython
     name, _, data, seed, key = case
     cfg = _cfg(case)
     kw = dict(seed=seed, device_id="dev-qemu", epoch=11, seq=4, key=key)
@@ -69,7 +70,7 @@ def test_qemu_frames_identical_to_cpython(qemu, cpu, case):
 def test_qemu_reports_a_failing_run(qemu):
     """A run the core refuses (noise scale beyond 2**22: exit status 11) is an
     InputError naming the failure, not a silent empty frame."""
-    from host_tools.qemu_runtime import run_qemu
+    from edgesynth.runtimes.qemu import run_qemu
     import numpy as np
     cfg = privhp_config(d=1, r=4, k=2, w=16, j=1, lo=[0], hi=[10])
     m = cfg["mechanisms"][0]
@@ -89,7 +90,7 @@ def test_qemu_core_refuses_a_bad_device_id(qemu, tmp_path):
     refuses an id outside the device-id rule itself: es_agent_init's ES_E_CONFIG,
     exit 11, no frame written."""
     import numpy as np
-    from host_tools.qemu_runtime import build_harness, run_elf
+    from edgesynth.runtimes.qemu import build_harness, run_elf
     cfg = with_names(privhp_config(d=1, r=4, k=2, w=16, j=1, lo=[0], hi=[10]), ["c0"])
     elf = build_harness(cfg, "cortex-m4", str(tmp_path), b"x", "dev\nack", 0, 0, None, False)
     (tmp_path / "in.bin").write_bytes(np.zeros(3, dtype="<i4").tobytes())
@@ -105,12 +106,12 @@ def test_qemu_without_seed_seeds_from_the_board_through_the_health_tests(qemu, m
     same entropy and nonce; a stuck or short source is refused (exit 15)."""
     import hashlib
     import numpy as np
-    import firmware_shims.entropy
-    from host_tools.qemu_runtime import ENTROPY_FILE_BYTES, run_qemu
+    import edgesynth.firmware_shims.entropy
+    from edgesynth.runtimes.qemu import ENTROPY_FILE_BYTES, run_qemu
     cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["c0"])
     data = np.arange(40).reshape(40, 1) % 11
     board = b"".join(hashlib.sha256(b"board %d" % i).digest() for i in range(2))[:ENTROPY_FILE_BYTES]
-    monkeypatch.setattr(firmware_shims.entropy, "gather", lambda: (board[:48], board[48:]))
+    monkeypatch.setattr(edgesynth.firmware_shims.entropy, "gather", lambda: (board[:48], board[48:]))
     assert run_qemu(cfg, data, entropy=board) == native.run_native(cfg, data)
     for bad in (bytes(ENTROPY_FILE_BYTES), board[:ENTROPY_FILE_BYTES - 1]):
         with pytest.raises(InputError, match="exit 15.*drbg failed"):
@@ -124,7 +125,7 @@ def _combo():
 
 @pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m0plus"])
 def test_firmware_build_report(arm, cpu):
-    from host_tools.firmware import COMMON, ENTRY_POINTS, FLOAT, MECHANISMS, build
+    from edgesynth.targets.firmware import COMMON, ENTRY_POINTS, FLOAT, MECHANISMS, build
 
     def text(files):
         return sum(r["objects"][f[:-2] + ".o"]["text"] for f in set(files))
@@ -155,8 +156,8 @@ def test_the_planner_charges_what_the_c_core_needs(arm, cpu):
     """plan --device-runtime c charges C_CORE_OVERHEAD beyond the counters: it
     must hold the agent and the largest mechanism state, the construction DRBG
     and the deepest stack chain as compiled for the CPU."""
-    from host_tools.firmware import build
-    from host_tools.plan import C_CORE_OVERHEAD
+    from edgesynth.targets.firmware import build
+    from edgesynth.ram import C_CORE_OVERHEAD
     r = build(cpu)
     st = r["state"]
     need = (st["es_agent_t"] + max(st["es_privhp_t"], st["es_cdf_t"], st["es_profile_t"]) + st["es_drbg_t"]
@@ -166,7 +167,7 @@ def test_the_planner_charges_what_the_c_core_needs(arm, cpu):
 
 def test_firmware_cli_json_and_header(arm, tmp_path):
     from click.testing import CliRunner
-    from host_tools.cli import main
+    from edgesynth.cli import main
     cfg = privhp_config(d=2, r=10, k=8, w=32, j=2, lo=[0, 0], hi=[100, 100])
     (tmp_path / "dev.json").write_text(json.dumps(cfg))
     res = CliRunner().invoke(main, ["firmware", "build", "--cpu", "cortex-m0plus", "--config",
@@ -183,7 +184,7 @@ def test_firmware_cli_json_and_header(arm, tmp_path):
 def test_c_unit(tmp_path):
     """tests/c/test_core.c against a generated header (PrivHP, CDF and profile
     on one device, the device glue included), with the host gcc and sanitizers."""
-    from host_tools.firmware import config_header
+    from edgesynth.targets.firmware import config_header
     hp = privhp_config(d=2, r=12, k=16, w=64, j=2, sketch="cs", lo=[0, -20], hi=[100, 120])
     hp["mechanisms"][0]["names"] = ["a", "b"]
     cfg = combine([hp, plan_cdf([0], [1000], Fraction(1, 2), 100, names=["c"]),
@@ -215,7 +216,7 @@ def _gcc(tmp_path, header, main_c, *flags):
 def test_header_comments_cannot_be_escaped(tmp_path):
     """Column names and the config's file name land in C comments: a line
     splice, a trigraph or a comment end must not let them into the code."""
-    from host_tools.firmware import config_header
+    from edgesynth.targets.firmware import config_header
     cfg = with_names(privhp_config(d=2, r=8, k=4, w=16, j=1, lo=[0, 0], hi=[9, 9]), ["a*\\\n/ + 5 /*", "b??/"])
     header = config_header(cfg, source="x */ int leaked = 1; /*")
     exe = _gcc(tmp_path, header, '#include "es_config.h"\ntypedef char two[ES_CFG_INPUTS == 2 ? 1 : -1];\n'
@@ -228,8 +229,8 @@ def test_double_reading_glue_takes_ids_as_the_python_agent_does(tmp_path):
     """ES_CFG_DEVICE_F64: an integral id beyond int32 is outside every domain
     and ignored (as in Python); a non-integral one is refused before any
     mechanism counts its reading; the frame is the Python agent's."""
-    from host_tools.firmware import config_header
-    from host_tools.simulate import run_cpython
+    from edgesynth.targets.firmware import config_header
+    from edgesynth.runtimes.cpython import run_cpython
     cfg = with_names(combine([plan_cdf([0.0], [10.0], Fraction(1, 2), 16, names=["t"]),
                               plan_profile(0, 50, 3, Fraction(1, 2), names=["id"])]), ["t", "id"])
     main_c = r'''#include <stdio.h>

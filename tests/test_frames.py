@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import agent
-from host_tools.errors import (BadEnvelope, BadPayload, BadTag, FrameError, SchemaError,
-                               TruncatedFrame)
-from host_tools.frames import iter_frames, parse_frame, split_envelope
+from edgesynth import agent
+from edgesynth.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
+from edgesynth.frames import iter_frames, parse_frame, split_envelope
 from tests.helpers import release
 
 KEY = b"k" * 32
@@ -314,8 +313,8 @@ def test_hostile_corpus_within_an_address_space_limit(frame, tmp_path):
     corpus.write_bytes(pickle.dumps([(n, b, e.__name__) for n, b, e in hostile_corpus(frame)]))
     code = r'''
 import pickle, resource, sys
-import host_tools.errors as E
-from host_tools.frames import iter_frames
+import edgesynth.errors as E
+from edgesynth.frames import iter_frames
 vm = [int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize")][0]
 resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), vm + (256 << 20)))
 bad = []

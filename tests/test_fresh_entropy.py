@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from host_tools.simulate import RUNTIMES, simulate
+from edgesynth.runtimes.simulate import RUNTIMES, simulate
 from tests.conftest import privhp_config
 
 CFG = privhp_config(d=2, r=8, k=8, w=32, j=1, lo=[0, 0], hi=[100, 100])

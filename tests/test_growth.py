@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from host_tools.assemble import assemble_privhp
-from host_tools.frames import iter_frames
-from host_tools.growth import grow, split
-from host_tools.synthdata import multifractal
+from edgesynth.mechanisms.privhp.generator import assemble_privhp
+from edgesynth.frames import iter_frames
+from edgesynth.mechanisms.privhp.growth import grow, split
+from edgesynth.data.synthdata import multifractal
 from tests.helpers import release, state_of
 
 

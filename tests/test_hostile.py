@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import agent
-import host_tools.frames as frames
-from host_tools.errors import BadPayload, FrameError, InputError, SchemaError, TruncatedFrame
-from host_tools.frames import MAX_OBJECTS, iter_frames, parse_frame, read_frames
-from host_tools.inspect_file import describe
-from host_tools.plan import HOST_MEMORY
-from host_tools.simulate import simulate
+from edgesynth import agent
+import edgesynth.frames as frames
+from edgesynth.errors import BadPayload, FrameError, InputError, SchemaError, TruncatedFrame
+from edgesynth.frames import MAX_OBJECTS, iter_frames, parse_frame, read_frames
+from edgesynth.describe import describe
+from edgesynth.ram import HOST_MEMORY
+from edgesynth.runtimes.simulate import simulate
 from tests.conftest import privhp_config
 from tests.helpers import release
 from tests.test_frames import envelope, payload_of
@@ -155,7 +155,7 @@ def test_legal_frames_pass_the_scan_and_stay_within_4x():
     assert len(big) > 2 * MiB
     rel, peak = _peak(lambda: parse_frame(big))
     assert rel[1] == len(big) and peak <= 4 * len(big) + FRAME_SLACK, (peak, len(big))
-    from host_tools.profile_plan import plan_profile
+    from edgesynth.mechanisms.profile.plan import plan_profile
     cfg = plan_profile(0, 64, 4, Fraction(1), sample_bits=8, sample_seed="s")
     wide = privhp_config(d=16, r=29, k=1, w=4, j=1)["mechanisms"][0]
     cfg["mechanisms"] = cfg["mechanisms"] * 4 + [wide] * 4
@@ -188,8 +188,8 @@ def test_cli_on_hostile_files_within_an_address_space_limit(tmp_path):
     gen.write_bytes(_nested_empty_arrays(8 * MiB))
     code = r'''
 import resource, sys
-from host_tools.cli import main
-import host_tools.assemble, host_tools.cdf_generator, host_tools.inspect_file, host_tools.profile_result
+from edgesynth.cli import main
+import edgesynth.merge, edgesynth.mechanisms.cdf.generator, edgesynth.describe, edgesynth.mechanisms.profile.generator
 vm = [int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize")][0]
 cap = vm + 4 * int(sys.argv[1]) + (96 << 20)
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -213,7 +213,7 @@ def _profile_cfg(eps, lo=0, hi=1000, cap=30):
 
 
 def _cdf_cfg(K, branching):
-    from host_tools.cdf_plan import level_budgets
+    from edgesynth.mechanisms.cdf.plan import level_budgets
     q, sigma = level_budgets(Fraction(1), K, branching)
     return {"format": 1, "epsilon": [1, 1], "relation": "add-remove",
             "mechanisms": [{"kind": "cdf", "names": ["x0"], "lo": [0], "hi": [1000], "bins": K,
@@ -279,9 +279,9 @@ def test_absurd_host_work_is_refused_before_allocating_by_assemble_and_plan():
     more than plan.HOST_MEMORY: assemble refuses from the public parameters,
     naming them and the need, before allocating; plan refuses the same config
     with the same message (one function, plan.require_host_memory)."""
-    from host_tools.cdf_plan import plan_cdf
-    from host_tools.generators import assemble
-    from host_tools.profile_plan import plan_profile
+    from edgesynth.mechanisms.cdf.plan import plan_cdf
+    from edgesynth.mechanisms import assemble
+    from edgesynth.mechanisms.profile.plan import plan_profile
     # profile, epsilon 1e-6: the landed code took 2.9 GB
     eps = Fraction(1, 10 ** 6)
     rels = list(iter_frames(_device_frame(_profile_cfg(eps)), key_for=lambda d: KEY))
@@ -304,8 +304,8 @@ def test_the_privhp_planner_only_chooses_what_the_host_can_assemble(monkeypatch)
     """With 256 MiB of device RAM the best predicted W1 would need ~25 GiB of
     host memory to assemble (k = 2**24 over depth 29); the planner picks the
     best state within plan.HOST_MEMORY instead."""
-    import host_tools.plan as plan
-    from host_tools.growth import privhp_host_need
+    import edgesynth.mechanisms.privhp.plan as plan
+    from edgesynth.mechanisms.privhp.growth import privhp_host_need
 
     def need_of_plan():
         m = plan.plan_privhp([0.0] * 2, [1.0] * 2, Fraction(10), 256 << 20, n_max=10 ** 9,
@@ -320,12 +320,12 @@ def test_host_needs_bound_the_measured_peaks():
     """The need functions are upper bounds of what assembling really takes
     (tracemalloc; profile_invert.inversion_need also covers the FFT's untraced
     scratch, seen in the RSS)."""
-    from host_tools.assemble import assemble_privhp
-    from host_tools.cdf_estimate import gls_need
-    from host_tools.cdf_generator import assemble_cdf
-    from host_tools.growth import privhp_host_need
-    from host_tools.profile_invert import inversion_need
-    from host_tools.profile_result import assemble_profile
+    from edgesynth.mechanisms.privhp.generator import assemble_privhp
+    from edgesynth.mechanisms.cdf.estimate import gls_need
+    from edgesynth.mechanisms.cdf.generator import assemble_cdf
+    from edgesynth.mechanisms.privhp.growth import privhp_host_need
+    from edgesynth.mechanisms.profile.invert import inversion_need
+    from edgesynth.mechanisms.profile.generator import assemble_profile
     for eps, hi, cap in ((Fraction(1), 20000, 30), (Fraction(1, 1000), 1000, 30), (Fraction(1), 1000, 20000)):
         rels = list(iter_frames(_device_frame(_profile_cfg(eps, hi=hi, cap=cap))))
         _, peak = _peak(lambda: assemble_profile(rels).to_bytes())
@@ -344,8 +344,8 @@ def test_host_needs_bound_the_measured_peaks():
 def test_generator_files_are_checked_before_their_boxes_are_built(monkeypatch):
     """A generator file names its channels and leaves; more than 16 channels,
     or boxes beyond the host limit, are refused before leaf_boxes runs."""
-    import host_tools.plan as plan
-    from host_tools.generators import load_generator
+    import edgesynth.mechanisms.privhp.plan as plan
+    from edgesynth.mechanisms import load_generator
     gen = {"fmt": 1, "kind": "edgesynth-generator", "names": ["x%d" % i for i in range(17)],
            "lo": [0.0] * 17, "hi": [1.0] * 17, "level": bytes(1), "path": bytes(4),
            "mass": msgpack.packb(1.0)[1:], "meta": {}}
@@ -438,7 +438,7 @@ def test_the_scan_accepts_what_msgpack_decodes_and_bounds_what_it_takes(v):
 
 
 def test_the_host_memory_limit_follows_the_environment(monkeypatch):
-    from host_tools.plan import require_host_memory
+    from edgesynth.ram import require_host_memory
     need = 3 << 30
     with pytest.raises(InputError, match="above the host limit of 2 GiB"):
         require_host_memory(need, "this")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from host_tools.store import Store
+from edgesynth.fleet.store import Store
 from tests.test_store import env, run  # noqa: F401  (env is a fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,7 +55,7 @@ def test_concurrent_ingests_of_overlapping_sets_store_every_frame_once(env):
         files[-1].write_bytes(b"".join(frames[k] for k in share))
     db = str(tmp / "fleet.db")
     env_vars = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    procs = [subprocess.Popen([sys.executable, "-m", "host_tools.cli", "ingest", str(f), "--store", db,
+    procs = [subprocess.Popen([sys.executable, "-m", "edgesynth.cli", "ingest", str(f), "--store", db,
                                "--keyring", ring], cwd=ROOT, env=env_vars, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for f in files]
     outs = [p.communicate() for p in procs]

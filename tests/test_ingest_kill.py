@@ -16,9 +16,9 @@ import sys
 import threading
 import time
 
-import agent
-from host_tools.keys import load, new_key
-from host_tools.store import Store
+from edgesynth import agent
+from edgesynth.fleet.keys import load, new_key
+from edgesynth.fleet.store import Store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CFG = {"format": 1, "epsilon": [1, 1], "relation": "add-remove",
@@ -47,7 +47,7 @@ def make_frames(directory, devices=3, per_device=120):
 
 
 def _ingest_cmd(files, db, ring):
-    return [sys.executable, "-m", "host_tools.cli", "ingest"] + files + ["--store", db, "--keyring", ring]
+    return [sys.executable, "-m", "edgesynth.cli", "ingest"] + files + ["--store", db, "--keyring", ring]
 
 
 def _acked(lines):

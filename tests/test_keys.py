@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import agent
-import host_tools.frames as frames_mod
-from agent.errors import ConfigError
-from host_tools.cli import main
-from host_tools.errors import BadEnvelope, BadTag, InputError
-from host_tools.frames import parse_frame, read_frames
-from host_tools.keys import load, new_key
+from edgesynth import agent
+import edgesynth.frames as frames_mod
+from edgesynth.agent.errors import ConfigError
+from edgesynth.cli import main
+from edgesynth.errors import BadEnvelope, BadTag, InputError
+from edgesynth.frames import parse_frame, read_frames
+from edgesynth.fleet.keys import load, new_key
 from tests.test_frames import envelope
 
 
@@ -70,7 +70,7 @@ def test_keyring_readable_by_others_or_malformed_is_refused(tmp_path):
 
 def test_device_ids_are_one_safe_token_everywhere(tmp_path, make_config):
     """A device id is printed in ack lines: keys, the agent and the envelope
-    decoder all apply agent.device.device_id_bytes (A-Z a-z 0-9 . _ - :)."""
+    decoder all apply agent.wire.device_id_bytes (A-Z a-z 0-9 . _ - :)."""
     ring = tmp_path / "ring.json"
     for bad in ("a\nack x frame 0 a 0 0 stored", "gw 1", "gw\u2028", "caf\u00e9", "a/b", ""):
         code, out, err = run("keys", "new", bad, "--keyring", ring)
@@ -174,7 +174,7 @@ def test_keyring_nesting_and_duplicate_devices_are_refused(tmp_path):
 
 
 def test_keys_credentials_writes_what_the_device_main_loop_reads(tmp_path):
-    from agent.main_loop import _identity
+    from edgesynth.agent.main_loop import _identity
     ring, cred = tmp_path / "k.json", tmp_path / "device.key"
     assert run("keys", "new", "gw-3", "--keyring", ring)[0] == 0
     code, out, err = run("keys", "credentials", "gw-3", "--keyring", ring, "-o", cred)

@@ -8,14 +8,14 @@ import stat
 
 import pytest
 
-import agent
-from agent import main_loop
-from agent.errors import ConfigError
-from agent.persist import StateError
-from firmware_shims import fs
-from firmware_shims.sensors import StepClock
-from host_tools.frames import iter_frames, parse_frame
-from host_tools.store import DUPLICATE, STORED, Store
+from edgesynth import agent
+from edgesynth.agent import main_loop
+from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.errors import StateError
+from edgesynth.firmware_shims import fs
+from edgesynth.firmware_shims.sensors import StepClock
+from edgesynth.frames import iter_frames, parse_frame
+from edgesynth.fleet.store import DUPLICATE, STORED, Store
 
 KEY = bytes(range(32))
 

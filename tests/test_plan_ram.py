@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from agent.cdf import CDF
-from agent.profile import Profile
-from host_tools.cdf_plan import cdf_heap_need, choose_tree, plan_cdf, smooth_bins, span_cap
-from host_tools.cli import main
-from host_tools.errors import InputError
-from host_tools.plan import RUNTIME_OVERHEAD, mcu_heap, mp_pool_beyond_counters, heap_need
-from host_tools.profile_plan import largest_sample, plan_profile
+from edgesynth.agent.cdf import CDF
+from edgesynth.agent.profile import Profile
+from edgesynth.mechanisms.cdf.plan import cdf_heap_need, choose_tree, plan_cdf, smooth_bins, span_cap
+from edgesynth.cli import main
+from edgesynth.errors import InputError
+from edgesynth.ram import RUNTIME_OVERHEAD, mcu_heap, mp_pool_beyond_counters, heap_need
+from edgesynth.mechanisms.profile.plan import largest_sample, plan_profile
 
 EPS = Fraction(1)
 KIB = 1024
@@ -220,8 +220,9 @@ def test_planned_config_runs_in_its_ram_on_micropython(kind, ram):
     PrivHP's plans are tested with) gives the CPython frame, and the 32-bit
     heap estimate from the smallest 64-bit heap (GC tables included) is
     within the budget the plan was made for."""
-    from host_tools import mp_runtime
-    from host_tools.simulate import as_readings, simulate, with_names
+    from edgesynth.runtimes import micropython as mp_runtime
+    from edgesynth.runtimes.simulate import as_readings, simulate
+    from edgesynth.config import with_names
     cfg, data, cols = _planned(kind, ram)
     assert cfg["plan"]["expected_peak_bytes"] <= ram
     seed = b"plan-ram-seed-00"
@@ -236,8 +237,9 @@ def test_planned_config_runs_in_its_ram_on_micropython(kind, ram):
 def test_a_refused_domain_would_not_have_fit():
     """The refusal is not over-cautious by much: a dense domain 25% past the
     largest that fits needs more than its --ram on the 32-bit estimate."""
-    from host_tools import mp_runtime
-    from host_tools.simulate import as_readings, with_names
+    from edgesynth.runtimes import micropython as mp_runtime
+    from edgesynth.runtimes.simulate import as_readings
+    from edgesynth.config import with_names
     ram = 32 * KIB
     n = math.ceil(largest_sample(28, ram, "micropython") * 1.25)
     with pytest.raises(InputError):

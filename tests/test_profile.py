@@ -8,14 +8,14 @@ import pytest
 from click.testing import CliRunner
 from scipy.linalg import circulant
 
-import agent
-from host_tools.cli import main
-from host_tools.errors import MergeError
-from host_tools.frames import iter_frames
-from host_tools.profile_invert import fit_norm, invert, kernel, project_simplex, solve_exact, tails, unfold
-from host_tools.profile_plan import plan_profile
-from host_tools.profile_result import assemble_profile
-from host_tools.simulate import simulate
+from edgesynth import agent
+from edgesynth.cli import main
+from edgesynth.errors import MergeError
+from edgesynth.frames import iter_frames
+from edgesynth.mechanisms.profile.invert import fit_norm, invert, kernel, project_simplex, solve_exact, tails, unfold
+from edgesynth.mechanisms.profile.plan import plan_profile
+from edgesynth.mechanisms.profile.generator import assemble_profile
+from edgesynth.runtimes.simulate import simulate
 
 
 def dlap(rng, alpha, size):
@@ -46,7 +46,7 @@ def test_device_counts_saturate_at_the_cap_and_ignore_other_ids():
 
 
 def test_ids_must_be_integers_and_domain_checked():
-    from host_tools.errors import InputError
+    from edgesynth.errors import InputError
     with pytest.raises(InputError, match="integers"):
         simulate(cfg_for(), np.array([[1.5]]), ["id"], seed=b"s" * 16)
     bad = cfg_for()
@@ -223,7 +223,7 @@ def test_disjoint_domains_concatenate_same_ids_refused_unless_forced():
     again = _rel(0, 3000, "a", epoch=1, seed=b"z" * 16)
     with pytest.raises(MergeError, match="kappa"):
         assemble_profile([a, again])
-    res2 = assemble_profile([a, again], force=True)
+    res2 = assemble_profile([a, again], force_sum=True)
     kappa = res.stats["kappa"]
     assert res2.stats["summed_sketches"] == 2 and res2.stats["error_growth"] == pytest.approx(kappa ** 2)
     assert res2.stats["max_count"] == 20 and res2.profile[2] > 0.5  # each id seen once per epoch

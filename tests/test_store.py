@@ -9,11 +9,11 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-import agent
-from host_tools.cli import main
-from host_tools.frames import parse_frame
-from host_tools.keys import load, new_key
-from host_tools.store import APPLICATION_ID, CONFLICT, DUPLICATE, SCHEMA_VERSION, STORED, Store, StoreError
+from edgesynth import agent
+from edgesynth.cli import main
+from edgesynth.frames import parse_frame
+from edgesynth.fleet.keys import load, new_key
+from edgesynth.fleet.store import APPLICATION_ID, CONFLICT, DUPLICATE, SCHEMA_VERSION, STORED, Store, StoreError
 
 
 def run(*args):

@@ -14,10 +14,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from host_tools.assemble import assemble_privhp
-from host_tools.evaluate import w1_marginal_exact
-from host_tools.frames import iter_frames
-from host_tools.synthdata import multifractal
+from edgesynth.mechanisms.privhp.generator import assemble_privhp
+from edgesynth.evaluation.metrics import w1_marginal_exact
+from edgesynth.frames import iter_frames
+from edgesynth.data.synthdata import multifractal
 from tests.conftest import privhp_config
 from tests.helpers import release
 

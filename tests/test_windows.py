@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from host_tools.cli import main
-from host_tools.errors import InputError
-from host_tools.frames import iter_frames, read_frames
-from host_tools.windows import Schedule, parse_time, simulate_windows, window_seed
+from edgesynth.cli import main
+from edgesynth.errors import InputError
+from edgesynth.frames import iter_frames, read_frames
+from edgesynth.runtimes.windows import Schedule, parse_time, simulate_windows, window_seed
 
 T0 = 1262304000  # 2010-01-01T00:00Z, a multiple of 3600
 HOUR = 3600

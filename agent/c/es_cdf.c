@@ -1,4 +1,4 @@
-/* CDF tree state (agent/cdf.py, agent/cdf_build.py, agent/cdf_release.py):
+/* CDF tree state (agent/cdf/__init__.py, agent/cdf/build.py, agent/cdf/release.py):
  * per channel, a level-uniform tree over K bins with branching (n_1..n_m),
  * every node a counter born with its own discrete Laplace noise. Level i holds
  * ceil(K / P_i) nodes, P_i = n_{i+1} * ... * n_m leaves under each: nodes that
@@ -75,7 +75,7 @@ void es_cdf_levels(const es_cdf_cfg_t *c, es_cdf_levels_t *lv)
     }
 }
 
-/* agent/cdf_build.py draw_noise: channel by channel, level 1 to m, left to
+/* agent/cdf/build.py draw_noise: channel by channel, level 1 to m, left to
  * right. A reading moves one node per level in each of the d channels, so
  * level i has l1 sensitivity d * factor and gets scale d*factor*q / sigma_i. */
 static int draw_noise(es_mech_t *base, es_drbg_t *rng)
@@ -170,7 +170,7 @@ int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n)
     return es_cdf_rows(m, x, n, sizeof *x * c->d, bins_i32);
 }
 
-/* agent/cdf_release.py: the mechanism map, keys in sorted byte order */
+/* agent/cdf/release.py: the mechanism map, keys in sorted byte order */
 static void encode(const es_mech_t *base, es_enc_t *e)
 {
     const es_cdf_t *m = (const es_cdf_t *)base;

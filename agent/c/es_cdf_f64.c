@@ -1,4 +1,4 @@
-/* Float readings, or float bounds, for the CDF trees: agent/cdf.py's binning
+/* Float readings, or float bounds, for the CDF trees: agent/cdf/__init__.py's binning
  * with the same IEEE-754 double operations in the same order, so the bins are
  * those CPython and MicroPython compute. Per channel, as CDF.update:
  *

@@ -228,7 +228,7 @@ int es_mech_init(es_mech_t *m, size_t state_size, const es_mech_ops_t *ops, uint
 #define ES_MAX_DEPTH 29
 #define ES_MAX_WIDTH 4096
 
-/* Public parameters, validated on the host (agent/privhp_build.py). They must
+/* Public parameters, validated on the host (agent/privhp/build.py). They must
  * outlive the state, which points at them (on firmware: const, in flash). */
 typedef struct {
     uint8_t d, r, j, sketch;       /* channels, depth, sketch rows, ES_CMS/ES_CS */
@@ -259,7 +259,7 @@ typedef struct {
 /* Bytes of caller memory (4-byte aligned) the tables need; 0 if cfg is invalid. */
 size_t es_privhp_mem_size(const es_privhp_cfg_t *cfg);
 /* Lay out tables in mem, derive hash params. factor: 1 add-remove, 2 replace.
- * The noise is drawn by es_agent_init (agent/privhp_build.py draw_noise). */
+ * The noise is drawn by es_agent_init (agent/privhp/build.py draw_noise). */
 int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *cfg, uint8_t factor,
                    void *mem, size_t size);
 /* Count one reading given as left-aligned per-channel path codes (es_quant_*). */
@@ -278,7 +278,7 @@ int es_privhp_update_f64(es_privhp_t *m, const double *x, size_t n);
 #define ES_CDF_MAX_LEVELS 24
 #define ES_CDF_MAX_BINS (1UL << 24)
 
-/* Public parameters (validated on the host by agent/cdf_build.py parse). */
+/* Public parameters (validated on the host by agent/cdf/build.py parse). */
 typedef struct {
     uint8_t d, m;                  /* channels 1..16; tree levels 1..24 */
     uint32_t K;                    /* bins per channel, 2..2**24 */
@@ -320,13 +320,13 @@ typedef void (*es_cdf_binner_t)(const es_cdf_cfg_t *cfg, const void *row, uint32
 int es_cdf_rows(es_cdf_t *m, const void *x, size_t n, size_t row_bytes, es_cdf_binner_t binner);
 /* n readings of d values; integer bounds in int32 only (cfg->int_mask all set, lo_i/hi_i). */
 int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n);
-/* Any bounds: agent/cdf.py's float binning, operation for operation (needs libm's fmod). */
+/* Any bounds: agent/cdf/__init__.py's float binning, operation for operation (needs libm's fmod). */
 int es_cdf_update_f64(es_cdf_t *m, const double *x, size_t n);
 
 /* ---- profile sketch (es_profile.c; agent/profile*.py) ---------------- */
 #define ES_PROFILE_MAX_IDS (1UL << 24)
 
-/* Public parameters (validated on the host by agent/profile_build.py parse). */
+/* Public parameters (validated on the host by agent/profile/build.py parse). */
 typedef struct {
     uint32_t lo, hi;               /* counted ids [lo, hi): 1..2**24 of them, hi <= 2**29 */
     uint32_t cap;                  /* counters saturate at cap, 1..2**24 */

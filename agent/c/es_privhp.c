@@ -1,5 +1,5 @@
-/* PrivHP device state (agent/privhp.py, agent/privhp_build.py,
- * agent/privhp_release.py): a noisy complete tree to level L and one private
+/* PrivHP device state (agent/privhp/__init__.py, agent/privhp/build.py,
+ * agent/privhp/release.py): a noisy complete tree to level L and one private
  * count-min (or count) sketch per deeper level, in caller memory. Noise is
  * drawn at construction, before any reading (privacy rule 2). */
 #include <string.h>
@@ -87,7 +87,7 @@ int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *c, uint8_t factor, voi
     return ES_OK;
 }
 
-/* agent/privhp_build.py draw_noise: tree levels 0..L, then every sketch row,
+/* agent/privhp/build.py draw_noise: tree levels 0..L, then every sketch row,
  * then the clamp counter; scales q/sigma_l per tree counter, j*q/sigma_l per
  * sketch cell (times the relation factor) */
 static int draw_noise(es_mech_t *base, es_drbg_t *rng)
@@ -164,7 +164,7 @@ int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped)
     return ES_OK;
 }
 
-/* agent/privhp_release.py: the mechanism map, keys in sorted byte order */
+/* agent/privhp/release.py: the mechanism map, keys in sorted byte order */
 static void encode(const es_mech_t *base, es_enc_t *e)
 {
     const es_privhp_t *m = (const es_privhp_t *)base;

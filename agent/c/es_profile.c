@@ -1,5 +1,5 @@
-/* Profile sketch (agent/profile.py, agent/profile_build.py,
- * agent/profile_release.py): one counter per id of a public domain [lo, hi),
+/* Profile sketch (agent/profile/__init__.py, agent/profile/build.py,
+ * agent/profile/release.py): one counter per id of a public domain [lo, hi),
  * born with discrete Laplace noise and saturating at a public cap, so each
  * holds min(h + Z, cap), never clipped from below. With a sample, an id of the
  * universe [0, 2**bits) is first mapped by a keyed 4-round Feistel permutation
@@ -43,7 +43,7 @@ int es_profile_init(es_profile_t *m, const es_profile_cfg_t *c, uint8_t factor, 
     return ES_OK;
 }
 
-/* agent/profile_build.py draw_noise: one reading changes one counter by 1, so
+/* agent/profile/build.py draw_noise: one reading changes one counter by 1, so
  * scale factor*q/p makes the counters (p/q)-DP. The noise itself is saturated
  * at the cap, so every counter holds min(h + Z, cap) from the first moment. */
 static int draw_noise(es_mech_t *base, es_drbg_t *rng)
@@ -96,7 +96,7 @@ int es_profile_update_i32(es_profile_t *m, const int32_t *id, size_t n)
     return ES_OK;
 }
 
-/* agent/profile_release.py: the mechanism map, keys in sorted byte order */
+/* agent/profile/release.py: the mechanism map, keys in sorted byte order */
 static void encode(const es_mech_t *base, es_enc_t *e)
 {
     const es_profile_t *m = (const es_profile_t *)base;

@@ -1,4 +1,4 @@
-/* Float readings, or float bounds: the quantiser of agent/privhp.py with the
+/* Float readings, or float bounds: the quantiser of agent/privhp/__init__.py with the
  * same IEEE-754 double operations in the same order (x - lo once, then per
  * level t = rem + rem, compare with the span, t - span), so the path bits are
  * those CPython and MicroPython compute. Doubling and the subtraction of a

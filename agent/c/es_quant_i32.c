@@ -1,5 +1,5 @@
 /* Integer readings (ADC codes) on integer bounds: the quantiser of
- * agent/privhp.py as exact binary long division of (x - lo) by (hi - lo), one
+ * agent/privhp/__init__.py as exact binary long division of (x - lo) by (hi - lo), one
  * path bit per level. Everything stays below 2**30; no floating point. */
 #include "es_core.h"
 

@@ -6,7 +6,7 @@ on its own."""
 import os
 
 from agent.ledger import Device, provision
-from agent.persist import StateError
+from agent.errors import StateError
 
 KEY = bytes(range(32))
 ID = "gw-7"

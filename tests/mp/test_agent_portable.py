@@ -17,7 +17,7 @@ from array import array
 import agent
 from agent.dlap import discrete_laplace
 from agent.hashing import LIMB_MASK, P, derive_params, hash_id
-from agent.privhp_build import MAX_DEPTH
+from agent.privhp.build import MAX_DEPTH
 from firmware_shims.drbg import seeded_source
 from firmware_shims.hmac256 import HMAC256, hmac_sha256
 

@@ -6,7 +6,7 @@ import hashlib
 
 from agent.errors import BudgetError, ConfigError
 from agent.ledger import provision
-from agent.persist import StateError
+from agent.errors import StateError
 from firmware_shims import fs
 from firmware_shims.hmac256 import hmac_sha256
 from ledger_fixtures import ID, KEY, _boot, _cfg, _dir, _feed, _fresh, _header, _read, _refused, _write

@@ -16,7 +16,7 @@ import hashlib
 from array import array
 
 import agent
-from agent.block import CHUNK, update_block
+from agent.privhp.block import CHUNK, update_block
 from firmware_shims import numeric as num
 
 try:

@@ -1,0 +1,26 @@
+"""The agent's one door to the platform seam (``firmware_shims``).
+
+On a board the bundle holds two top-level packages, ``agent`` and
+``firmware_shims``; installed on a host they are ``edgesynth.agent`` and
+``edgesynth.firmware_shims``. This module is the only place that knows which:
+every agent module reaches a shim through ``shim(name)``. A shim module is
+imported on first use, so a device only pays heap for the shims it uses.
+"""
+import sys
+
+try:
+    from .. import firmware_shims as _package  # installed: edgesynth.firmware_shims
+except ImportError:  # a board's bundle, or a source tree on sys.path
+    import firmware_shims as _package
+
+PACKAGE = _package.__name__
+
+
+def shim(name):
+    """The module ``firmware_shims.<name>`` ("drbg", "fs", "hmac256", ...)."""
+    full = PACKAGE + "." + name
+    mod = sys.modules.get(full)
+    if mod is None:
+        __import__(full)
+        mod = sys.modules[full]
+    return mod

@@ -1,0 +1,151 @@
+"""Device configs: the public JSON a planner writes and a device reads (docs/config.md).
+
+Parsing of public bounds, building, loading, writing and combining configs,
+and the view a device stores (without the planner's notes). Each mechanism's
+planner (edgesynth.mechanisms.<name>.plan) fills in its own part.
+"""
+import json
+import math
+from fractions import Fraction
+
+from edgesynth.agent.privhp.build import MAX_INT_SPAN
+from edgesynth.errors import InputError
+from edgesynth.outputs import write_text
+
+
+def write_config(path, obj):
+    """Write the config ``obj`` as JSON to ``path`` (atomically)."""
+    write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def combine(cfgs):
+    """One device config holding every mechanism of ``cfgs`` (a list of dicts).
+
+    Budgets stay each mechanism's own exact fractions; the device epsilon is
+    their sum (sequential composition: every reading reaches every mechanism).
+    """
+    if len(cfgs) < 2:
+        raise InputError("combine needs at least two configs")
+    relations = {c.get("relation", "add-remove") for c in cfgs}
+    if len(relations) != 1:
+        raise InputError("configs use different neighbouring relations %s" % sorted(relations))
+    mechs, eps, plans = [], Fraction(0), []
+    for c in cfgs:
+        if c.get("format") != 1 or not isinstance(c.get("mechanisms"), list):
+            raise InputError("not an edgesynth device config")
+        e = c.get("epsilon")
+        eps += Fraction(e[0], e[1])
+        mechs.extend(c["mechanisms"])
+        plans.append(c.get("plan", {}))
+    if len(mechs) > 8:
+        raise InputError("a device holds at most 8 mechanisms")
+    return {"format": 1, "epsilon": [eps.numerator, eps.denominator], "relation": relations.pop(),
+            "mechanisms": mechs, "plan": {"combined": plans, "epsilon": str(eps)}}
+
+
+def combine_files(paths, output):
+    from edgesynth.config import load_config
+    cfg = combine([load_config(p) for p in paths])
+    from edgesynth.agent.wire import MECHANISMS, RELATIONS
+    from edgesynth.agent.device import routes, mechanism_class
+    from edgesynth.agent.errors import ConfigError
+    for m in cfg["mechanisms"]:
+        if not isinstance(m, dict) or m.get("kind") not in MECHANISMS:
+            raise InputError("combined config is invalid: unknown mechanism %r" % (m,))
+    try:  # what the device would refuse (tables only: no noise is drawn here)
+        mechs = [mechanism_class(m["kind"])(m, RELATIONS[cfg["relation"]]) for m in cfg["mechanisms"]]
+        routes(cfg, mechs)
+    except (ConfigError, KeyError) as e:
+        raise InputError("combined config is invalid: %s" % e)
+    # exact, from the tables just built; the runtime overhead of a combined
+    # device is not measured, so there is no --ram check here
+    cfg["plan"]["counter_bytes"] = sum(m.counter_bytes() for m in mechs)
+    write_config(output, cfg)
+    names = []
+    for m in cfg["mechanisms"]:
+        names.append("%s(%s)" % (m["kind"], ",".join(m.get("names") or [])))
+    return ("wrote %s: %s; epsilon %s; counters %d B in all, plus the runtime's overhead (not measured for "
+            "combined configs: no RAM check)" % (output, " + ".join(names), cfg["plan"]["epsilon"],
+                                                  cfg["plan"]["counter_bytes"]))
+
+
+def parse_bounds(text):
+    """'LO:HI[,LO:HI...]' -> (lo list, hi list); integers stay integers."""
+    lo, hi = [], []
+    for i, part in enumerate(str(text).split(",")):
+        bits = part.strip().split(":")
+        if len(bits) != 2:
+            raise InputError("bound %d (%r) must look like LO:HI" % (i + 1, part))
+        vals = []
+        for b in bits:
+            try:
+                v = int(b)
+            except ValueError:
+                try:
+                    v = float(b)
+                except ValueError:
+                    raise InputError("bound %d: %r is not a number" % (i + 1, b))
+                if not math.isfinite(v):
+                    raise InputError("bound %d: %r is not finite" % (i + 1, b))
+            vals.append(v)
+        if not vals[0] < vals[1]:
+            raise InputError("bound %d: LO (%s) must be below HI (%s)" % (i + 1, bits[0], bits[1]))
+        if isinstance(vals[0], int) and isinstance(vals[1], int) and vals[1] - vals[0] > MAX_INT_SPAN:
+            raise InputError("bound %d: integer span exceeds 2**29 - 1; use float bounds" % (i + 1))
+        lo.append(vals[0])
+        hi.append(vals[1])
+    return lo, hi
+
+
+def device_config(eps, relation, mech, notes):
+    """The public device config of one mechanism (docs/config.md) with the
+    planner's ``notes`` as its "plan" block, which the device ignores."""
+    return {"format": 1, "epsilon": [eps.numerator, eps.denominator], "relation": relation,
+            "mechanisms": [mech], "plan": notes}
+
+
+def load_config(path):
+    """The public device config written by `edgesynth plan`."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            cfg = json.load(fh)
+    except OSError as e:
+        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
+    except ValueError as e:
+        raise InputError("%s: not valid JSON (%s)" % (path, e))
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("mechanisms"), list):
+        raise InputError("%s: not an edgesynth device config (run `edgesynth plan`)" % path)
+    return cfg
+
+
+def _channels(m):
+    """Input columns a mechanism spec reads (a profile reads one id column)."""
+    return len(m["lo"]) if isinstance(m.get("lo"), list) else 1
+
+
+def with_names(cfg, columns):
+    """A copy of ``cfg`` whose readings hold ``columns`` in order ("inputs").
+
+    One mechanism: it reads all of them, as its channel names. Several: each
+    reads the columns its own ``names`` list, which must be among ``columns``.
+    """
+    out = json.loads(json.dumps(cfg))
+    mechs = out["mechanisms"]
+    if len(mechs) == 1:
+        d = _channels(mechs[0])
+        if d != len(columns):
+            raise InputError("config has %d channels but %d columns were given" % (d, len(columns)))
+        mechs[0]["names"] = list(columns)
+    else:
+        for i, m in enumerate(mechs):
+            missing = [c for c in m.get("names") or [] if c not in columns]
+            if not m.get("names") or missing:
+                raise InputError("mechanism %d (%s) reads columns %s; --columns must name them"
+                                 % (i, m.get("kind"), m.get("names")))
+    out["inputs"] = list(columns)
+    return out
+
+
+def for_device(cfg):
+    """The config as a device stores it: without the planner's notes."""
+    return {k: v for k, v in cfg.items() if k != "plan"}

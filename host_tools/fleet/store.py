@@ -1,0 +1,306 @@
+"""The ingest store: verified frames in an embedded SQLite database.
+
+One row per (device, epoch), holding the exact frame bytes, the payload's
+SHA-256 and the configuration id of its mechanisms. The database runs in WAL
+mode with ``synchronous=FULL``: a commit returns only after the WAL is on disk,
+so a frame acknowledged after its commit survives a kill -9 or power loss, and
+a killed writer leaves a database that opens (SQLite rolls back the uncommitted
+tail of the WAL).
+
+Rules (docs/trust.md §5), checked inside the frame's write transaction
+(``BEGIN IMMEDIATE``, so concurrent ingests cannot interleave a check and an
+insert), in any delivery order:
+
+* a (device, epoch) not yet stored: the frame is stored;
+* the same (device, epoch) with the same payload bytes: a duplicate,
+  acknowledged and not stored again (a resend is free, privacy rule 5);
+* the same (device, epoch) with other bytes: a conflict. The frame is kept
+  aside in the ``conflicts`` table, reported, and never returned by
+  ``releases()``: two noisings of one window cost 2 epsilon.
+
+Refusing old frames (rollback) is the device ledger's job, not the store's.
+
+Only ``ingest`` creates a store (``create=True``), and only where no file
+exists: the store is built under a temporary name and hard-linked into place,
+so an existing file is never replaced and nobody sees a half-made store. A
+store is marked by ``PRAGMA application_id`` (checked in the file's header
+before SQLite opens it, so a foreign, empty or damaged file is refused
+without a byte written) and its schema by ``PRAGMA user_version``. Reading
+commands open the database read-only (``mode=ro``).
+"""
+import contextlib
+import os
+import secrets
+import sqlite3
+import stat
+import urllib.parse
+
+from edgesynth.errors import EdgesynthError, InputError
+from edgesynth.outputs import fsync_dir
+
+APPLICATION_ID = int.from_bytes(b"ESst", "big")  # SQLite header bytes 68..71
+SCHEMA_VERSION = 2                               # PRAGMA user_version
+BUSY_TIMEOUT_MS = 30000
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_COLUMNS = """
+    device TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    config_id TEXT NOT NULL,
+    raw BLOB NOT NULL"""
+_SCHEMA = """
+PRAGMA application_id = %d;
+PRAGMA user_version = %d;
+CREATE TABLE frames (%s,
+    PRIMARY KEY (device, epoch));
+CREATE TABLE conflicts (%s,
+    PRIMARY KEY (device, epoch, digest));
+PRAGMA journal_mode = WAL;
+""" % (APPLICATION_ID, SCHEMA_VERSION, _COLUMNS, _COLUMNS)
+
+STORED, DUPLICATE, CONFLICT = "stored", "duplicate", "conflict"
+
+
+class StoreError(EdgesynthError):
+    """The store cannot be opened or read, or is not an edgesynth store."""
+
+
+class StoreWriteError(StoreError):
+    """A frame's transaction failed (disk full, I/O error, lock timeout): that
+    frame is not stored; every frame committed before it still is."""
+
+
+def config_id_of(rel):
+    """One id for a release's public configuration: its mechanisms' ids joined
+    (the id `inspect` and `assemble --json` show; a kind without ids counts by kind)."""
+    return "+".join(m.config_id() if hasattr(m, "config_id") else m.kind for m in rel.mechs)
+
+
+def _check_file(path):
+    """Refuse ``path`` unless it is a regular file whose SQLite header carries
+    the store's application id; reads 100 bytes and writes nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
+    except FileNotFoundError:
+        raise StoreError("%s: no such store (create it with `edgesynth ingest`)" % path)
+    except OSError as e:
+        raise StoreError("%s: cannot open the store (%s)" % (path, e.strerror or e))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreError("%s: not a regular file, so not an edgesynth store" % path)
+        head = fh.read(100)
+    if not head:
+        raise StoreError("%s: empty file, not an edgesynth store; left unchanged. `ingest` creates a store "
+                         "only where no file exists; if this was a store, restore it from a backup" % path)
+    if len(head) < 100 or head[:16] != SQLITE_MAGIC:
+        raise StoreError("%s: not an SQLite database, so not an edgesynth store; left unchanged" % path)
+    app = int.from_bytes(head[68:72], "big")
+    if app == 0 and _is_schema_1(path):
+        raise StoreError("%s: a store of an earlier edgesynth (schema 1), left unchanged; its frames are "
+                         "intact: `edgesynth store migrate %s --to NEW --keyring K` copies them into a "
+                         "new store" % (path, path))
+    if app != APPLICATION_ID:
+        raise StoreError("%s: an SQLite database without the edgesynth store mark (application_id %#x, "
+                         "a store has %#x); left unchanged" % (path, app, APPLICATION_ID))
+
+
+def _create(path):
+    """Create an empty store at ``path`` unless a file is already there."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(path), secrets.token_hex(6)))
+    try:
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+        finally:
+            db.close()  # the last connection checkpoints the WAL into the file
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # a concurrent ingest (or anything else) got there first; checked on open
+        fsync_dir(directory)
+    except (OSError, sqlite3.Error) as e:
+        raise StoreError("%s: cannot create the store (%s)" % (path, getattr(e, "strerror", None) or e))
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _uri(path, mode):
+    return "file:%s?mode=%s" % (urllib.parse.quote(os.path.abspath(path)), mode)
+
+
+def _is_schema_1(path):
+    """True for a store written before the (device, epoch) rules (schema 1:
+    a ``meta`` table, no application id). Read as immutable: no byte written,
+    no -wal or -shm file made."""
+    try:
+        db = sqlite3.connect(_uri(path, "ro") + "&immutable=1", uri=True)
+        try:
+            row = db.execute("SELECT v FROM meta WHERE k='schema'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == "1"
+
+
+def require_schema_1(path):
+    """StoreError unless ``path`` is a schema-1 store (reads, writes nothing)."""
+    if not os.path.isfile(path) or not _is_schema_1(path):
+        raise StoreError("%s: not an edgesynth store of schema 1" % path)
+
+
+def schema_1_frames(path):
+    """Yield the exact frame bytes of a schema-1 store, oldest key first.
+    Opened read-only (not immutable, so frames still in its WAL are read
+    too); StoreError when ``path`` is not such a store."""
+    require_schema_1(path)
+    try:
+        db = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            for (raw,) in db.execute("SELECT raw FROM frames ORDER BY device, epoch, seq"):
+                yield bytes(raw)
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        raise StoreError("%s: cannot read the schema-1 store (%s)" % (path, e))
+
+
+class Store:
+    """An open store; use as a context manager.
+
+    ``create=False`` (every reading command): open an existing store
+    read-only. ``create=True`` (``ingest`` only): create the store if no file
+    is at ``path``, then open it read-write. Either way a file that is not an
+    edgesynth store of this schema raises StoreError and is left unchanged.
+    """
+
+    def __init__(self, path, create=False):
+        self.path = path
+        if create and not os.path.lexists(path):
+            _create(path)
+        _check_file(path)
+        uri = _uri(path, "rw" if create else "ro")
+        try:
+            self.db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        except sqlite3.Error as e:
+            raise StoreError("%s: cannot open the store (%s)" % (path, e))
+        try:
+            self.db.execute("PRAGMA busy_timeout=%d" % BUSY_TIMEOUT_MS)
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                raise StoreError("%s: store schema %d, this edgesynth reads %d" % (path, version, SCHEMA_VERSION))
+            if create:
+                mode = self.db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if mode.lower() != "wal":
+                    raise StoreError("%s: cannot switch the store to WAL mode (got %s)" % (path, mode))
+                self.db.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as e:
+            self.db.close()
+            raise StoreError("%s: not a usable edgesynth store (%s)" % (path, e))
+        except StoreError:
+            self.db.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.db.close()
+
+    def _read(self, sql, args=()):
+        """All rows of a query; a damaged database becomes a StoreError."""
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as e:
+            raise StoreError("%s: cannot read the store (%s)" % (self.path, e))
+
+    def put(self, rel):
+        """Store one verified Release (edgesynth.frames) in its own transaction.
+
+        Returns STORED, DUPLICATE or CONFLICT (kept aside, see the module
+        docstring) once the transaction has committed, so the caller may
+        acknowledge. Raises StoreWriteError if the transaction fails; then
+        nothing of it was written.
+        """
+        digest = rel.payload_digest
+        row = (rel.device, rel.epoch, rel.seq, digest, config_id_of(rel), sqlite3.Binary(rel.raw))
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            have = db.execute("SELECT digest FROM frames WHERE device=? AND epoch=?",
+                              (rel.device, rel.epoch)).fetchone()
+            if have is None:
+                db.execute("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?)", row)
+                result = STORED
+            elif have[0] == digest:
+                result = DUPLICATE
+            else:
+                db.execute("INSERT OR IGNORE INTO conflicts VALUES (?, ?, ?, ?, ?, ?)", row)
+                result = CONFLICT
+            db.execute("COMMIT")
+            return result
+        except BaseException as e:
+            # SQLite may already have rolled back (a COMMIT that fails on a
+            # full disk does): roll back only a transaction still open
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error):
+                raise StoreWriteError("%s: cannot write the store (%s)" % (self.path, e))
+            raise
+
+    def count(self):
+        """Number of stored frames (conflicts not included)."""
+        return self._read("SELECT COUNT(*) FROM frames")[0][0]
+
+    def stats(self):
+        """{"frames", "devices", "configs": {config id: frames}, "bytes", "conflicts"}."""
+        frames, size, devices = self._read(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(raw)), 0), COUNT(DISTINCT device) FROM frames")[0]
+        configs = dict(self._read("SELECT config_id, COUNT(*) FROM frames GROUP BY config_id ORDER BY 1"))
+        conflicts = self._read("SELECT COUNT(*) FROM conflicts")[0][0]
+        return {"frames": frames, "devices": devices, "configs": configs, "bytes": size, "conflicts": conflicts}
+
+    def keys(self):
+        """{(device, epoch, seq): payload digest} of every stored frame."""
+        return {(d, e, s): h for d, e, s, h in self._read("SELECT device, epoch, seq, digest FROM frames")}
+
+    def conflicts(self):
+        """Sorted (device, epoch, seq, payload digest) of the frames kept aside."""
+        return self._read("SELECT device, epoch, seq, digest FROM conflicts ORDER BY 1, 2, 3, 4")
+
+    def releases(self, devices=None, config_id=None):
+        """Decoded Releases of the stored frames (never the conflicts), optionally filtered.
+
+        The bytes were verified at ingest; they are decoded again (with the
+        same limits) because the database file is only as trusted as its disk.
+        Several configurations without a ``config_id`` filter is an error that
+        lists them, since frames of different configurations do not merge.
+        """
+        from edgesynth.frames import parse_frame
+        sql, args = "SELECT device, epoch, seq, config_id, raw FROM frames", []
+        where = []
+        if devices:
+            where.append("device IN (%s)" % ",".join("?" * len(devices)))
+            args.extend(devices)
+        if config_id:
+            where.append("config_id = ?")
+            args.append(config_id)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self._read(sql + " ORDER BY device, epoch", args)
+        if not rows:
+            raise InputError("%s: no stored frames match" % self.path)
+        ids = sorted({r[3] for r in rows})
+        if len(ids) > 1:
+            raise InputError("%s: the selected frames have %d configurations (%s); choose one with "
+                             "--config-hash" % (self.path, len(ids), ", ".join(ids)))
+        return [parse_frame(bytes(r[4]))[0] for r in rows]

@@ -1,0 +1,54 @@
+"""The mechanisms on the host, one package each, and the registry that names them.
+
+Every package has the same parts, named as on the device (agent/<name>/) and
+in the C core (agent/c/es_<name>.c):
+
+- ``wire``: the state a frame carries, schema-checked, and how two merge;
+- ``plan``: the public parameters for an epsilon and a RAM budget;
+- ``vector``: numpy ingestion, the effect of the device's ``update`` per row;
+- ``generator``: assembly from merged states and the saved generator file;
+- its own host algorithms (privhp: growth; cdf: estimate; profile: invert).
+
+Each package's ``__init__`` exposes ``KIND``, ``State``, ``Generator``,
+``assemble`` and ``ingest``. Adding a mechanism is a package here, one in
+agent/ (named in agent.wire.MECHANISMS) and one line in REGISTRY.
+"""
+from edgesynth.agent.wire import MECHANISMS
+from edgesynth.errors import InputError, MergeError
+from edgesynth.genfile import unpack
+
+from . import cdf, privhp, profile
+
+REGISTRY = {m.KIND: m for m in (privhp, cdf, profile)}
+assert tuple(REGISTRY) == MECHANISMS, "the host registry and agent.wire.MECHANISMS name the same mechanisms"
+
+
+def load_generator(data, source="generator"):
+    """The generator object saved in ``data`` (bytes), whatever its kind;
+    InputError naming ``source`` when it is not a generator file."""
+    m = unpack(data, source)
+    kind = m.get("kind") if m is not None else None
+    del m  # from_bytes decodes the file again: never hold two decoded copies
+    for mech in REGISTRY.values():
+        if mech.generator.FILE_KIND == kind:
+            return mech.Generator.from_bytes(data, source)
+    raise InputError("%s is not an edgesynth generator (assemble writes one)" % source)
+
+
+def kinds_in(releases):
+    """Sorted mechanism kinds carried by ``releases``."""
+    return sorted({m.kind for rel in releases for m in rel.mechs})
+
+
+def assemble(releases, mechanism=None, force_sum=False):
+    """The generator of ``mechanism`` (default: the only kind present) from
+    verified ``releases``; ``force_sum`` is the profile's --force-sum."""
+    kinds = kinds_in(releases)
+    if mechanism is None:
+        if len(kinds) != 1:
+            raise MergeError("the releases carry several mechanisms (%s); choose one with --mechanism"
+                             % ", ".join(kinds))
+        mechanism = kinds[0]
+    if mechanism not in kinds:
+        raise MergeError("no %s state in the given releases (they carry %s)" % (mechanism, ", ".join(kinds)))
+    return REGISTRY[mechanism].assemble(releases, force_sum=force_sum)

@@ -1,0 +1,113 @@
+"""Host view of a CDF tree state: schema check of the decoded map, per-channel
+level arrays, noise variances, merge (docs/wire-format.md section 9)."""
+import hashlib
+import math
+
+import numpy as np
+
+from edgesynth.agent.cdf.build import MAX_BINS, MAX_COUNTERS, MAX_LEAVES, MAX_LEVELS
+from edgesynth.agent.spec import MAX_CHANNELS, MAX_Q
+from edgesynth.mechanisms.cdf.estimate import stored_widths
+from edgesynth.errors import MergeError, SchemaError
+from edgesynth.noise import check_scale, dlap_variance
+
+KEYS = ("bins", "branching", "budget", "hi", "kind", "lo", "names", "nodes", "q", "sigma")
+# Objects of the largest legal map (frames.MAX_OBJECTS): the map, its keys and
+# values, lo/hi/names of MAX_CHANNELS, branching and sigma of MAX_LEVELS, budget's pair.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 3 * MAX_CHANNELS + 2 * MAX_LEVELS + 2
+
+
+def _ints(m, name, n, lo, hi):
+    v = m[name]
+    if not isinstance(v, list) or len(v) != n or \
+            not all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in v):
+        raise SchemaError("cdf.%s must list %d integers in [%d, %d]" % (name, n, lo, hi))
+    return list(v)
+
+
+class CDFState:
+    """Decoded CDF trees. ``levels[c][i]`` float64 noisy counts of channel c's
+    stored level-(i+1) nodes; ``var[i]`` their noise variance (adds on
+    merge); ``frames`` counts merged releases."""
+
+    kind = "cdf"
+
+    @classmethod
+    def from_payload(cls, m, factor):
+        if sorted(m) != list(KEYS):
+            raise SchemaError("cdf keys %s differ from %s" % (sorted(m), list(KEYS)))
+        s = cls()
+        lo, hi, names = m["lo"], m["hi"], m["names"]
+        if not isinstance(lo, list) or not 1 <= len(lo) <= MAX_CHANNELS:
+            raise SchemaError("cdf.lo must list 1..%d bounds" % MAX_CHANNELS)
+        d = len(lo)
+        for name, v in (("lo", lo), ("hi", hi)):
+            if not isinstance(v, list) or len(v) != d or \
+                    not all(isinstance(x, float) and math.isfinite(x) for x in v):
+                raise SchemaError("cdf.%s must list %d finite float64 values" % (name, d))
+        s.lo, s.hi = np.array(lo), np.array(hi)
+        if not np.all(s.lo < s.hi) or not np.all(np.isfinite(s.hi - s.lo)):
+            raise SchemaError("cdf bounds must satisfy lo < hi with a finite span")
+        if not isinstance(names, list) or len(names) != d or \
+                not all(isinstance(x, str) and 0 < len(x) <= 64 for x in names):
+            raise SchemaError("cdf.names must list %d short strings" % d)
+        s.names, s.d = list(names), d
+        K = m["bins"]
+        if not isinstance(K, int) or isinstance(K, bool) or not 2 <= K <= MAX_BINS:
+            raise SchemaError("cdf.bins must be an integer in [2, %d]" % MAX_BINS)
+        br = m["branching"]
+        if not isinstance(br, list) or not 1 <= len(br) <= MAX_LEVELS:
+            raise SchemaError("cdf.branching must list 1..%d factors" % MAX_LEVELS)
+        br = _ints(m, "branching", len(br), 2, MAX_LEAVES)
+        if math.prod(br) > MAX_LEAVES or math.prod(br) < K:
+            raise SchemaError("cdf.branching must multiply to between bins and 2**29")
+        q = m["q"]
+        if not isinstance(q, int) or isinstance(q, bool) or not 1 <= q <= MAX_Q:
+            raise SchemaError("cdf.q must be a positive integer")
+        s.sigma = _ints(m, "sigma", len(br), 1, MAX_Q)
+        for i, p in enumerate(s.sigma):
+            check_scale("cdf level %d" % (i + 1), d * factor * q, p)
+        if m["budget"] != [sum(s.sigma), q]:
+            raise SchemaError("cdf.budget does not equal sum(sigma) / q")
+        s.K, s.branching, s.q, s.factor = K, br, q, factor
+        s.budget = (sum(s.sigma), q)
+        s.widths = stored_widths(K, br)
+        per = sum(s.widths)
+        if per * d > MAX_COUNTERS:
+            raise SchemaError("cdf state claims more than %d counters" % MAX_COUNTERS)
+        b = m["nodes"]
+        if not isinstance(b, bytes) or len(b) != 4 * per * d:
+            raise SchemaError("cdf.nodes must be a bin of %d bytes" % (4 * per * d))
+        flat = np.frombuffer(b, dtype="<i4").astype(np.float64).reshape(d, per)
+        cuts = np.cumsum([0] + s.widths)
+        s.levels = [[flat[c, cuts[i]:cuts[i + 1]] for i in range(len(br))] for c in range(d)]
+        s.var = np.array([dlap_variance(d * factor * q, p) for p in s.sigma])
+        s.frames = 1
+        return s
+
+    def config_id(self):
+        """Hex digest of every public parameter; equal ids can be merged."""
+        h = hashlib.sha256()
+        for part in ("cdf", self.names, self.lo.tolist(), self.hi.tolist(), self.K, self.branching,
+                     self.q, self.sigma, self.factor):
+            h.update(repr(part).encode())
+        return h.hexdigest()[:16]
+
+    def merged_with(self, other):
+        """Node counts of two states over disjoint data, summed (parallel
+        composition: each reading is in one frame); the variances add."""
+        if other.config_id() != self.config_id():
+            raise MergeError("cdf releases have different public configurations (%s vs %s)"
+                             % (self.config_id(), other.config_id()))
+        out = CDFState()
+        out.__dict__.update(self.__dict__)
+        out.levels = [[a + b for a, b in zip(la, lb)] for la, lb in zip(self.levels, other.levels)]
+        out.var = self.var + other.var
+        out.frames = self.frames + other.frames
+        return out
+
+    def describe(self):
+        """JSON-ready summary for `edgesynth inspect`."""
+        return {"kind": "cdf", "channels": self.names, "lo": self.lo.tolist(), "hi": self.hi.tolist(),
+                "bins": self.K, "branching": self.branching, "epsilon": "%d/%d" % self.budget,
+                "noise_sd_per_level": np.sqrt(self.var).tolist(), "config_id": self.config_id()}

@@ -1,0 +1,142 @@
+"""The synthetic-data generator: leaf boxes with masses, saved as msgpack.
+
+Sampling picks a leaf with probability mass/total, then a point uniformly in
+its half-open box (notes/privhp.md 3.5, the vectorised form of the tree walk).
+It is post-processing of a private release, so any number of samples is free.
+"""
+import math
+from fractions import Fraction
+
+import msgpack
+import numpy as np
+
+from edgesynth.errors import InputError
+from edgesynth.genfile import read_file_map
+from edgesynth.mechanisms.privhp.growth import generator_need, grow, leaf_boxes, leaf_count, privhp_host_need
+from edgesynth.merge import merge_states, refuse_force_sum
+from edgesynth.ram import require_host_memory
+from edgesynth.mechanisms.privhp.wire import MAX_CHANNELS
+
+FORMAT = 1
+FILE_KIND = "edgesynth-generator"
+SAMPLE_BLOCK = 1 << 20  # points per block: bounds memory for any n
+
+
+class Generator:
+    """Piecewise-uniform distribution over leaf boxes.
+
+    ``names`` channel names; ``lo``/``hi`` the public box; ``leaves`` a
+    growth.Leaves; ``meta`` JSON-ready provenance (epsilon, devices, frames,
+    noise variances).
+    """
+
+    def __init__(self, names, lo, hi, leaves, meta):
+        self.names = list(names)
+        self.lo = np.asarray(lo, dtype=np.float64)
+        self.hi = np.asarray(hi, dtype=np.float64)
+        self.leaves = leaves
+        self.meta = dict(meta)
+        self.box_lo, self.box_hi = leaf_boxes(leaves, len(self.names), self.lo, self.hi)
+        mass = np.maximum(leaves.mass, 0.0)
+        total = mass.sum()
+        if not total > 0:
+            mass = (self.box_hi - self.box_lo).prod(axis=1)  # no signal: uniform on the box
+            total = mass.sum()
+        self.prob = mass / total
+        self._leaf = np.arange(self.prob.size)
+        self._width = self.box_hi - self.box_lo
+        self._limit = np.nextafter(self.box_hi, -np.inf)
+
+    @property
+    def d(self):
+        return len(self.names)
+
+    def sample(self, n, rng):
+        """``n`` synthetic points, shape (n, d), from numpy Generator ``rng``.
+
+        Per block: multinomial leaf counts, each leaf index repeated that many
+        times and the sequence shuffled (a uniformly shuffled multinomial
+        sequence is an i.i.d. categorical one, so rows are exchangeable), then
+        a uniform point in each leaf's half-open box. Two to three times
+        faster than inverse-CDF search per point (benchmarks/bench_speed.py).
+        """
+        out = np.empty((n, self.d))
+        for start in range(0, n, SAMPLE_BLOCK):
+            m = min(SAMPLE_BLOCK, n - start)
+            idx = np.repeat(self._leaf, rng.multinomial(m, self.prob))
+            rng.shuffle(idx)
+            block = out[start:start + m]
+            np.multiply(rng.random((m, self.d)), self._width[idx], out=block)
+            block += self.box_lo[idx]
+            # keep cells half-open despite rounding in lo + u * width
+            np.minimum(block, self._limit[idx], out=block)
+        return out
+
+    def to_bytes(self):
+        lv = self.leaves
+        return msgpack.packb({
+            "fmt": FORMAT, "kind": FILE_KIND, "names": self.names,
+            "lo": self.lo.tolist(), "hi": self.hi.tolist(),
+            "level": lv.level.astype("<u1").tobytes(),
+            "path": lv.path.astype("<u4").tobytes(),
+            "mass": lv.mass.astype("<f8").tobytes(),
+            "meta": self.meta,
+        })
+
+    @classmethod
+    def from_bytes(cls, data, source="generator"):
+        m = read_file_map(data, source, FILE_KIND, FORMAT, "generator (assemble writes one)")
+        try:
+            d = len(m["names"])
+            level = np.frombuffer(m["level"], "<u1").astype(np.int64)
+            path = np.frombuffer(m["path"], "<u4").astype(np.int64)
+            mass = np.frombuffer(m["mass"], "<f8").copy()
+            lo, hi = np.array(m["lo"], float), np.array(m["hi"], float)
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError("%s: malformed generator (%s)" % (source, e))
+        if not (level.size == path.size == mass.size > 0) or not 1 <= d <= MAX_CHANNELS or lo.shape != (d,) \
+                or hi.shape != (d,) or not np.all(lo < hi) or np.any(level > 29) or np.any(path >> level != 0) \
+                or not np.all(np.isfinite(mass)):
+            raise InputError("%s: generator arrays are inconsistent" % source)
+        # the leaf boxes take 56 d bytes per leaf, 13 in the file: bounded before they are built
+        require_host_memory(generator_need(level.size, d), "%s: loading a generator of %d leaves over %d channel(s)"
+                            % (source, level.size, d))
+        from edgesynth.mechanisms.privhp.growth import Leaves
+        return cls(m["names"], lo, hi, Leaves(level, path, mass), m.get("meta", {}))
+
+    def summary(self):
+        """JSON-ready description for `inspect` and `assemble --json`."""
+        depth = self.leaves.level
+        return {
+            "kind": FILE_KIND, "channels": self.names, "lo": self.lo.tolist(), "hi": self.hi.tolist(),
+            "leaves": int(depth.size), "depth_min": int(depth.min()), "depth_max": int(depth.max()),
+            "noisy_total": float(max(self.leaves.mass.sum(), 0.0)),
+            "smallest_cell_fraction": float(math.ldexp(1.0, -int(depth.max()))),
+            **self.meta,
+        }
+
+
+def assemble_privhp(releases, force_sum=False):
+    """Generator for the merged PrivHP state of ``releases`` (``force_sum``: profile only)."""
+    refuse_force_sum(force_sum, "privhp")
+    state, used = merge_states(releases, "privhp")
+    require_host_memory(privhp_host_need(state.L, state.r, state.k, state.j, state.d),
+                        "assembling a PrivHP state with r = %d, k = %d (%d leaves) over %d channel(s)"
+                        % (state.r, state.k, leaf_count(state.L, state.r, state.k), state.d))
+    eps = Fraction(used[0].eps[0], used[0].eps[1])
+    mech_eps = Fraction(state.budget[0], state.budget[1])
+    meta = {
+        "mechanism": "privhp",
+        "epsilon": str(eps),
+        "mechanism_epsilon": str(mech_eps),
+        "relation": used[0].relation,
+        "privacy_unit": "one reading (event-level)",
+        "devices": sorted({r.device for r in used}),
+        "frames": len(used),
+        "config_id": state.config_id(),
+        "params": {"r": state.r, "k": state.k, "L": state.L, "w": state.w, "j": state.j,
+                   "sketch": state.sketch},
+        "noise_sd_root": math.sqrt(state.tree_var[0]),
+        "noisy_clamped": state.clamp,
+    }
+    return Generator(state.names, state.lo, state.hi, grow(state), meta)

@@ -1,0 +1,147 @@
+"""Host view of a PrivHP mechanism state: schema check of the decoded map,
+numpy arrays, merge, and the noise bookkeeping that merging needs."""
+import hashlib
+import math
+
+import numpy as np
+
+from edgesynth.agent.hashing import MAX_WIDTH, P as HASH_P
+from edgesynth.agent.privhp.build import MAX_COUNTERS, MAX_DEPTH
+from edgesynth.agent.spec import MAX_Q
+from edgesynth.errors import MergeError, SchemaError
+from edgesynth.noise import check_scale, dlap_variance
+
+KEYS = ("budget", "clamp", "clamp_p", "hash", "hash_p", "hi", "j", "k", "kind", "lo", "names",
+        "q", "r", "sigma", "sketch", "sketches", "tree", "w")
+MAX_CHANNELS = 16
+# Objects of the largest legal map (frames.MAX_OBJECTS): the map, its keys and
+# values, lo/hi/names of MAX_CHANNELS, sigma of MAX_DEPTH + 1, budget's pair.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 3 * MAX_CHANNELS + MAX_DEPTH + 1 + 2
+
+
+def _int(m, name, lo, hi):
+    v = m[name]
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise SchemaError("privhp.%s must be an integer in [%d, %d]" % (name, lo, hi))
+    return v
+
+
+def _floats(m, name, d):
+    v = m[name]
+    if not isinstance(v, list) or len(v) != d or not all(isinstance(x, float) and math.isfinite(x) for x in v):
+        raise SchemaError("privhp.%s must list %d finite float64 values" % (name, d))
+    return np.array(v, dtype=np.float64)
+
+
+class PrivHPState:
+    """Decoded PrivHP counters with their public parameters.
+
+    Arrays: ``tree`` int64 (2**(L+1)-1,) in heap order; ``sketches`` int64
+    (r-L, j, w); ``hash`` int64 (r-L, j, 4 or 8). ``tree_var``/``sketch_var``
+    hold the per-counter noise variance of each level (they add on merge);
+    ``frames`` counts merged releases.
+    """
+
+    kind = "privhp"
+
+    @classmethod
+    def from_payload(cls, m, factor):
+        if sorted(m) != list(KEYS):
+            raise SchemaError("privhp keys %s differ from %s" % (sorted(m), list(KEYS)))
+        s = cls()
+        lo = m["lo"]
+        if not isinstance(lo, list) or not 1 <= len(lo) <= MAX_CHANNELS:
+            raise SchemaError("privhp.lo must list 1..%d bounds" % MAX_CHANNELS)
+        d = len(lo)
+        s.lo, s.hi = _floats(m, "lo", d), _floats(m, "hi", d)
+        if not np.all(s.lo < s.hi) or not np.all(np.isfinite(s.hi - s.lo)):
+            raise SchemaError("privhp bounds must satisfy lo < hi with a finite span")
+        names = m["names"]
+        if not isinstance(names, list) or len(names) != d or \
+                not all(isinstance(x, str) and 0 < len(x) <= 64 for x in names):
+            raise SchemaError("privhp.names must list %d short strings" % d)
+        s.names, s.d = list(names), d
+        s.r = _int(m, "r", 1, MAX_DEPTH)
+        s.k = _int(m, "k", 1, 1 << 30)
+        s.w = _int(m, "w", 1, MAX_WIDTH)
+        if s.w & (s.w - 1):
+            raise SchemaError("privhp.w must be a power of two")
+        s.j = _int(m, "j", 1, 16)
+        if m["sketch"] not in ("cms", "cs"):
+            raise SchemaError("privhp.sketch must be 'cms' or 'cs'")
+        s.sketch = m["sketch"]
+        s.q = _int(m, "q", 1, MAX_Q)
+        s.clamp_p = _int(m, "clamp_p", 0, MAX_Q)
+        sigma = m["sigma"]
+        if not isinstance(sigma, list) or len(sigma) != s.r + 1 or \
+                not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_Q for x in sigma):
+            raise SchemaError("privhp.sigma must list r+1 positive integers")
+        s.sigma = list(sigma)
+        if m["hash_p"] != HASH_P:
+            raise SchemaError("privhp.hash_p must be %d" % HASH_P)
+        s.L = min(s.k.bit_length() - 1, s.r)
+        nl = s.r - s.L
+        if (1 << (s.L + 1)) - 1 + nl * s.j * s.w > MAX_COUNTERS:
+            raise SchemaError("privhp state claims more than %d counters" % MAX_COUNTERS)
+        budget = m["budget"]
+        if budget != [sum(s.sigma) + s.clamp_p, s.q]:
+            raise SchemaError("privhp.budget does not equal (sum(sigma) + clamp_p) / q")
+        s.budget = (budget[0], budget[1])
+        for lvl, p in enumerate(s.sigma):
+            check_scale("privhp level %d" % lvl, (s.j if lvl > s.L else 1) * s.q * factor, p)
+        if s.clamp_p:
+            check_scale("privhp clamp counter", s.q * factor, s.clamp_p)
+        per = 8 if s.sketch == "cs" else 4
+        s.hash = _block(m, "hash", "<u2", nl * s.j * per).astype(np.int64).reshape(nl, s.j, per)
+        if np.any(s.hash >= HASH_P):
+            raise SchemaError("privhp.hash parameters must be below %d" % HASH_P)
+        s.tree = _block(m, "tree", "<i4", (1 << (s.L + 1)) - 1).astype(np.int64)
+        s.sketches = _block(m, "sketches", "<i4", nl * s.j * s.w).astype(np.int64).reshape(nl, s.j, s.w)
+        clamp = m["clamp"]
+        if s.clamp_p == 0:
+            if clamp is not None:
+                raise SchemaError("privhp.clamp must be nil when clamp_p is 0")
+        elif not isinstance(clamp, int) or isinstance(clamp, bool) or abs(clamp) >= 1 << 32:
+            raise SchemaError("privhp.clamp must be an integer")
+        s.clamp = clamp
+        s.factor = factor
+        t = s.q * factor
+        s.tree_var = np.array([dlap_variance(t, p) for p in s.sigma[:s.L + 1]])
+        s.sketch_var = np.array([dlap_variance(s.j * t, p) for p in s.sigma[s.L + 1:]])
+        s.clamp_var = dlap_variance(t, s.clamp_p) if s.clamp_p else 0.0
+        s.frames = 1
+        return s
+
+    def config_id(self):
+        """Hex digest of every public parameter; equal ids can be merged."""
+        h = hashlib.sha256()
+        for part in (self.names, self.lo.tolist(), self.hi.tolist(), self.r, self.k, self.w, self.j,
+                     self.sketch, self.q, self.sigma, self.clamp_p, self.factor):
+            h.update(repr(part).encode())
+        h.update(self.hash.astype("<i8").tobytes())
+        return h.hexdigest()[:16]
+
+    def merged_with(self, other):
+        """Counters of two states over disjoint data, summed (parallel composition)."""
+        if other.config_id() != self.config_id():
+            raise MergeError("releases have different public configurations (%s vs %s)"
+                             % (self.config_id(), other.config_id()))
+        out = PrivHPState()
+        out.__dict__.update(self.__dict__)
+        out.tree = self.tree + other.tree
+        out.sketches = self.sketches + other.sketches
+        out.clamp = None if self.clamp is None else self.clamp + other.clamp
+        out.tree_var = self.tree_var + other.tree_var
+        out.sketch_var = self.sketch_var + other.sketch_var
+        out.clamp_var = self.clamp_var + other.clamp_var
+        out.frames = self.frames + other.frames
+        return out
+
+
+def _block(m, name, dtype, count):
+    b = m[name]
+    size = np.dtype(dtype).itemsize
+    if not isinstance(b, bytes) or len(b) != count * size:
+        raise SchemaError("privhp.%s must be a bin of %d bytes, got %s"
+                          % (name, count * size, len(b) if isinstance(b, bytes) else type(b).__name__))
+    return np.frombuffer(b, dtype=dtype)

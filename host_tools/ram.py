@@ -1,0 +1,143 @@
+"""Device RAM and host memory: the model every planner charges against.
+
+A device's RAM is its counters (exact bytes, computed by each mechanism's
+planner) plus what the runtime needs beyond them: the C core's measured state
+and stack, or the MicroPython heap's measured base, shape terms and GC tables
+(benchmarks/bench_memory.py; docs/deployment.md). ``heap_need`` is what
+``--ram`` is checked against. The host side: ``require_host_memory`` refuses
+work (planning, assembly, loading a generator) that would need more than
+``host_memory()``.
+"""
+import os
+
+from edgesynth.errors import InputError
+
+
+# The C core beyond the counters, for every mechanism: es_agent_t (208 B), the
+# largest mechanism state (es_privhp_t, 56 B), the DRBG of construction (136 B)
+# and the worst stack chain (es_agent_init, 1056 B on Cortex-M4), measured by
+# `edgesynth firmware build` (docs/native.md; tests/test_firmware.py checks it).
+C_CORE_OVERHEAD = 1536
+
+
+# RAM beyond the counters on a 32-bit MCU, per device runtime and mechanism
+# (PrivHP: per sketch kind). micropython: the base of heap_need, in GC pool
+# bytes: the largest remainder over benchmarks/bench_memory.py's grids after
+# the shape terms, rounded up to 1 KiB (measured with the .mpy bundle).
+RUNTIME_OVERHEAD = {
+    "micropython": {"cms": 20 * 1024, "cs": 21 * 1024, "cdf": 20 * 1024, "profile": 20 * 1024},
+    "c": {"cms": C_CORE_OVERHEAD, "cs": C_CORE_OVERHEAD, "cdf": C_CORE_OVERHEAD, "profile": C_CORE_OVERHEAD},
+}
+
+
+# MicroPython heap that grows with a state's shape, in 32-bit pool bytes:
+# (per channel, per counter array). A channel brings its bounds, name and the
+# reading's objects; a counter array its array object and the tuple the update
+# unpacks (PrivHP: one per tree level and sketch row, the row's 4 or 8 hash
+# parameters in it; CDF: one per channel and level). Linear upper fits, in
+# multiples of 32 B, of bench_memory.py's grids.
+SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (0, 0)}
+
+
+# MicroPython's GC keeps 2 allocation-table bits and 1 finaliser bit per
+# 16-byte block of a 32-bit port's heap (32-byte blocks on the 64-bit unix
+# port): the heap is 131/128 of the pool it can hand out.
+GC_POOL_NUM, GC_POOL_DEN = 128, 131
+
+
+def parse_size(text, what):
+    """Bytes of a size written as 32768, 32K, 32KiB, 1.5M or 2G (binary
+    units); InputError naming ``what`` otherwise."""
+    t = str(text).strip().upper()
+    mult = 1
+    for suffix, m in (("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30),
+                      ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("B", 1)):
+        if t.endswith(suffix):
+            t, mult = t[:-len(suffix)], m
+            break
+    try:
+        v = int(float(t) * mult)
+    except (ValueError, OverflowError):
+        raise InputError("%s must be a size like 32768 or 32K, got %r" % (what, text))
+    if v <= 0:
+        raise InputError("%s must be positive" % what)
+    return v
+
+
+# Bytes of host memory that assembling one configuration may take. The need
+# comes from public parameters (growth.privhp_host_need, cdf_estimate.gls_need,
+# profile_invert.inversion_need), so it is checked before anything is
+# allocated: a tiny epsilon's noise radius, a heavily padded tree or millions
+# of PrivHP leaves are refused, not attempted.
+# EDGESYNTH_HOST_MEMORY (e.g. 16G) sets it for a bigger or smaller host.
+HOST_MEMORY = 2 << 30
+
+
+def host_memory():
+    """Bytes: HOST_MEMORY, or EDGESYNTH_HOST_MEMORY where it is set."""
+    env = os.environ.get("EDGESYNTH_HOST_MEMORY")
+    return HOST_MEMORY if env is None else parse_size(env, "EDGESYNTH_HOST_MEMORY")
+
+
+def ram_notes(ram, counters, need, runtime):
+    """The plan block's RAM entries (docs/config.md), in bytes: the budget
+    (None when not given), the counters, the runtime's charge beyond them
+    and the expected peak ``need``."""
+    return {"ram_bytes": ram, "counter_bytes": counters, "device_runtime": runtime,
+            "runtime_overhead_bytes": need - counters, "expected_peak_bytes": need}
+
+
+def require_fit(ram, need, counters, runtime, what):
+    """Refuse, in one line, a state ``what`` of ``need`` bytes (``counters`` of
+    them counters) that exceeds the ``ram`` budget; ``ram`` None: no budget."""
+    if ram is not None and need > ram:
+        raise InputError("%s needs %d bytes (%d of counters + %d for the %s runtime); --ram gives %d"
+                         % (what, need, counters, need - counters, runtime, ram))
+
+
+def require_host_memory(need, what):
+    """Refuse, in one line, the host work ``what`` ("assembling a profile of
+    ...") when it needs ``need`` bytes above host_memory(): `plan` refuses such
+    a config, `assemble` such frames, `sample` and `inspect` such a generator."""
+    limit = host_memory()
+    if need > limit:
+        raise InputError("%s needs about %s of host memory, above the host limit of %s "
+                         "(EDGESYNTH_HOST_MEMORY sets it)" % (what, _human(need), _human(limit)))
+
+
+def _human(nbytes):
+    return "%.3g GiB" % (nbytes / (1 << 30)) if nbytes >= 1 << 30 else "%.3g MiB" % (nbytes / (1 << 20))
+
+
+def mcu_heap(pool):
+    """Bytes of a 32-bit MicroPython heap whose GC pool holds ``pool`` bytes
+    (the GC's own tables take the rest, GC_POOL_DEN / GC_POOL_NUM)."""
+    return -(-pool * GC_POOL_DEN // GC_POOL_NUM)
+
+
+def mp_pool_beyond_counters(raw, counters):
+    """Pool bytes beyond the counters on a 32-bit port, estimated from ``raw``,
+    the smallest heap (bytes) the agent ran in on the 64-bit unix port.
+
+    That port's GC has 32-byte blocks, so its pool is 256/259 of the heap;
+    pointers, object headers and blocks halve on 32 bits, counters do not.
+    """
+    return (raw * 256 // 259 - counters + 1) // 2
+
+
+def heap_need(counters, runtime, kind, channels=0, arrays=0):
+    """Device RAM in bytes for one state of mechanism ``kind`` ("cms", "cs"
+    for PrivHP, "cdf", "profile") of ``counters`` bytes: what --ram is
+    checked against.
+
+    c: counters + C_CORE_OVERHEAD. micropython: the GC pool holds the
+    counters, the measured base RUNTIME_OVERHEAD["micropython"][kind] and the
+    shape terms (SHAPE_BYTES per channel and per counter array); the heap adds
+    the GC's tables (2.3% of the heap, so of the counters too: a constant
+    charge alone would fall short for large states).
+    """
+    base = RUNTIME_OVERHEAD[runtime][kind]
+    if runtime == "c":
+        return counters + base
+    per_channel, per_array = SHAPE_BYTES[kind]
+    return mcu_heap(counters + base + per_channel * channels + per_array * arrays)

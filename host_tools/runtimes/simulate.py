@@ -1,0 +1,99 @@
+"""Run the device agent over recorded readings on this machine.
+
+The runtime decides where the agent executes; the frame bytes are the same on
+every runtime for the same config, seed and input (tested). ``cpython`` calls
+the agent's own ``update`` per reading; ``numpy`` builds the agent the same way
+and fills its counters with the vectorised equivalent (host_tools/mechanisms/privhp/vector.py),
+about 50 times faster, for large recorded streams; ``micropython`` runs the
+agent in the MicroPython unix port with a capped heap (host_tools/runtimes/micropython.py). Readings are passed
+as integers when a channel has integer bounds and the value is integral (the
+ADC-code path that allocates nothing on a device), else as floats.
+"""
+
+import numpy as np
+
+from edgesynth.config import with_names
+from edgesynth.errors import InputError
+from edgesynth.runtimes.cpython import run_cpython
+from edgesynth.runtimes.vectorized import run_numpy
+
+RUNTIMES = ("cpython", "numpy", "micropython", "native", "qemu")
+DEFAULT_HEAP = 256 * 1024  # bytes of 32-bit-equivalent MicroPython heap
+
+
+def _int_columns(cfg):
+    """Per reading column: pass it as int (every reader has integer bounds
+    there, or is a profile reading ids), else as float."""
+    inputs = cfg.get("inputs")
+    if inputs is None:
+        m = cfg["mechanisms"][0]
+        return [isinstance(a, int) and isinstance(b, int) for a, b in zip(m["lo"], m["hi"])]
+    flags = [True] * len(inputs)
+    for m in cfg["mechanisms"]:
+        for i, name in enumerate(m.get("names") or []):
+            if name in inputs and m.get("kind") != "profile":
+                a, b = m["lo"][i], m["hi"][i]
+                flags[inputs.index(name)] &= isinstance(a, int) and isinstance(b, int)
+    return flags
+
+
+def _id_columns(cfg):
+    inputs = cfg.get("inputs") or []
+    return {inputs.index(n) for m in cfg["mechanisms"] if m.get("kind") == "profile"
+            for n in m.get("names") or [] if n in inputs}
+
+
+def as_readings(data, cfg):
+    """Rows as tuples of int (integer channels with integral values) or float."""
+    int_ch = _int_columns(cfg)
+    for i in _id_columns(cfg):
+        c = data[:, i]
+        if not (np.all(c == np.floor(c)) and np.all(np.abs(c) < 2 ** 31)):
+            raise InputError("column %r holds ids for a profile: they must be integers"
+                             % cfg["inputs"][i])
+    cols = []
+    for i in range(data.shape[1]):
+        c = data[:, i]
+        if int_ch[i] and np.all(c == np.floor(c)) and np.all(np.abs(c) < 2 ** 53):
+            cols.append(c.astype(np.int64).tolist())
+        else:
+            cols.append(c.tolist())
+    return list(zip(*cols))
+
+
+def clamped_fraction(data, cfg):
+    """Fraction of rows with a value outside the config's box (host-side notice only)."""
+    m = cfg["mechanisms"][0]
+    if not isinstance(m.get("lo"), list):
+        return 0.0
+    lo, hi = np.array(m["lo"], float), np.array(m["hi"], float)
+    if lo.size != data.shape[1] or not len(data):
+        return 0.0
+    return float(np.mean(np.any((data < lo) | (data > hi), axis=1)))
+
+
+def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device", epoch=0, key=None,
+             progress=None, heap=DEFAULT_HEAP, seq=0, cpu="cortex-m4"):
+    """Frame bytes of one device that saw ``data`` (n, d) on ``runtime``
+    (``cpu``: the emulated Cortex-M of the qemu runtime)."""
+    if runtime not in RUNTIMES:
+        raise InputError("runtime %r is not available (choose from %s)" % (runtime, ", ".join(RUNTIMES)))
+    cfg = with_names(cfg, columns)
+    if runtime == "numpy":
+        return run_numpy(cfg, data, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
+                         progress=progress)
+    if runtime == "native":  # agent/c through cffi (host_tools/runtimes/native.py)
+        from edgesynth.runtimes.native import run_native
+        return run_native(cfg, data, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
+                          progress=progress)
+    if runtime == "qemu":  # agent/c bare metal under qemu-system-arm (host_tools/runtimes/qemu.py)
+        from edgesynth.runtimes.qemu import run_qemu
+        return run_qemu(cfg, data, cpu=cpu, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
+                        progress=progress)
+    rows = as_readings(data, cfg)
+    if runtime == "micropython":
+        from edgesynth.runtimes.micropython import run_micropython
+        return run_micropython(cfg, rows, heap, seed=seed, device_id=device_id, epoch=epoch, key=key,
+                               progress=progress, seq=seq)
+    return run_cpython(cfg, rows, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
+                       progress=progress)
