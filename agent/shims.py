@@ -16,11 +16,20 @@ except ImportError:  # a board's bundle, or a source tree on sys.path
 PACKAGE = _package.__name__
 
 
-def shim(name):
-    """The module ``firmware_shims.<name>`` ("drbg", "fs", "hmac256", ...)."""
-    full = PACKAGE + "." + name
+def load(full):
+    """The module of dotted name ``full``, imported on first use.
+
+    Code that ``bundle --emit native`` compiles to machine code must import
+    through this: MicroPython resolves a relative import inside a native
+    function against the caller's package, not the function's own.
+    """
     mod = sys.modules.get(full)
     if mod is None:
         __import__(full)
         mod = sys.modules[full]
     return mod
+
+
+def shim(name):
+    """The module ``firmware_shims.<name>`` ("drbg", "fs", "hmac256", ...)."""
+    return load(PACKAGE + "." + name)

@@ -1,6 +1,6 @@
 """Hostile input on the host: memory and time bounded by the input's size.
 
-Decoding (frames.scan_msgpack before msgpack), the host algorithms' memory
+Decoding (decode.scan_msgpack before msgpack), the host algorithms' memory
 (checked from public parameters before allocating, one limit shared with
 `plan`) and streamed frame files (never a silent prefix).
 """
@@ -18,10 +18,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from edgesynth import agent
+import edgesynth.decode as decode
 import edgesynth.frames as frames
 from edgesynth.errors import BadPayload, FrameError, InputError, SchemaError, TruncatedFrame
 from edgesynth.frames import MAX_OBJECTS, iter_frames, parse_frame, read_frames
 from edgesynth.describe import describe
+import edgesynth.ram as ram
 from edgesynth.ram import HOST_MEMORY
 from edgesynth.runtimes.simulate import simulate
 from tests.conftest import privhp_config
@@ -122,8 +124,8 @@ def test_scan_refuses_before_decoding_after_a_bounded_number_of_objects(name, mo
     monkeypatch.setattr(frames.msgpack, "unpackb", lambda *a, **k: calls.append(1) or real(*a, **k))
     examined = []
     for size in (MiB, 8 * MiB):
-        counter = _Counting(frames._SCAN)
-        monkeypatch.setattr(frames, "_SCAN", counter)
+        counter = _Counting(decode._SCAN)
+        monkeypatch.setattr(decode, "_SCAN", counter)
         with pytest.raises(BadPayload):
             parse_frame(envelope(HOSTILE[name](size), key=KEY), key_for=lambda d: KEY)
         examined.append(counter.n)
@@ -166,16 +168,16 @@ def test_legal_frames_pass_the_scan_and_stay_within_4x():
 
 def test_hostile_generator_files_cost_at_most_4x_plus_the_decode_slack(tmp_path, monkeypatch):
     """A file that is not a frame file goes to the generator loader: the same
-    walk bounds it by frames.decode_budget before msgpack runs. (DECODE_SLACK
+    walk bounds it by decode.decode_budget before msgpack runs. (DECODE_SLACK
     is lowered to keep the walk short under tracemalloc; the bound moves with
     it. The real constant is checked in a child process below.)"""
-    monkeypatch.setattr(frames, "DECODE_SLACK", 4 * MiB)
+    monkeypatch.setattr(decode, "DECODE_SLACK", 4 * MiB)
     for name in sorted(HOSTILE):
         path = tmp_path / "hostile.gen"
         data = HOSTILE[name](2 * MiB)
         path.write_bytes(data)
         err, peak = _peak(lambda: describe(str(path)))
-        assert isinstance(err, InputError) and peak <= 4 * len(data) + 2 * frames.DECODE_SLACK, (name, err, peak)
+        assert isinstance(err, InputError) and peak <= 4 * len(data) + 2 * decode.DECODE_SLACK, (name, err, peak)
 
 
 def test_cli_on_hostile_files_within_an_address_space_limit(tmp_path):
@@ -276,7 +278,7 @@ def _refused(fn):
 
 def test_absurd_host_work_is_refused_before_allocating_by_assemble_and_plan():
     """Frames a device makes (noise within its cap) whose assembly would need
-    more than plan.HOST_MEMORY: assemble refuses from the public parameters,
+    more than ram.HOST_MEMORY: assemble refuses from the public parameters,
     naming them and the need, before allocating; plan refuses the same config
     with the same message (one function, plan.require_host_memory)."""
     from edgesynth.mechanisms.cdf.plan import plan_cdf
@@ -303,7 +305,7 @@ def test_absurd_host_work_is_refused_before_allocating_by_assemble_and_plan():
 def test_the_privhp_planner_only_chooses_what_the_host_can_assemble(monkeypatch):
     """With 256 MiB of device RAM the best predicted W1 would need ~25 GiB of
     host memory to assemble (k = 2**24 over depth 29); the planner picks the
-    best state within plan.HOST_MEMORY instead."""
+    best state within ram.HOST_MEMORY instead."""
     import edgesynth.mechanisms.privhp.plan as plan
     from edgesynth.mechanisms.privhp.growth import privhp_host_need
 
@@ -312,7 +314,7 @@ def test_the_privhp_planner_only_chooses_what_the_host_can_assemble(monkeypatch)
                              runtime="c")["mechanisms"][0]
         return privhp_host_need(min(m["k"].bit_length() - 1, m["r"]), m["r"], m["k"], m["j"], 2)
     assert need_of_plan() <= HOST_MEMORY
-    monkeypatch.setattr(plan, "HOST_MEMORY", 1 << 60)
+    monkeypatch.setattr(ram, "HOST_MEMORY", 1 << 60)
     assert need_of_plan() > 10 * HOST_MEMORY
 
 
@@ -344,7 +346,6 @@ def test_host_needs_bound_the_measured_peaks():
 def test_generator_files_are_checked_before_their_boxes_are_built(monkeypatch):
     """A generator file names its channels and leaves; more than 16 channels,
     or boxes beyond the host limit, are refused before leaf_boxes runs."""
-    import edgesynth.mechanisms.privhp.plan as plan
     from edgesynth.mechanisms import load_generator
     gen = {"fmt": 1, "kind": "edgesynth-generator", "names": ["x%d" % i for i in range(17)],
            "lo": [0.0] * 17, "hi": [1.0] * 17, "level": bytes(1), "path": bytes(4),
@@ -355,7 +356,7 @@ def test_generator_files_are_checked_before_their_boxes_are_built(monkeypatch):
     gen.update(names=gen["names"][:16], lo=[0.0] * 16, hi=[1.0] * 16, level=np.full(n, 17, "<u1").tobytes(),
                path=np.arange(n, dtype="<u4").tobytes(), mass=np.ones(n, "<f8").tobytes())
     assert load_generator(msgpack.packb(gen)).leaves.level.size == n
-    monkeypatch.setattr(plan, "HOST_MEMORY", 64 << 20)
+    monkeypatch.setattr(ram, "HOST_MEMORY", 64 << 20)
     with pytest.raises(InputError, match="loading a generator of 100000 leaves over 16 channel"):
         load_generator(msgpack.packb(gen))
 
@@ -426,7 +427,7 @@ def test_the_scan_accepts_what_msgpack_decodes_and_bounds_what_it_takes(v):
     """scan_msgpack agrees with msgpack on valid data, refuses every strict
     prefix, and its worst-case size bounds the decoder's traced peak."""
     data = msgpack.packb(v)
-    cost = frames.scan_msgpack(data, 1000, len(data), 1 << 40)
+    cost = decode.scan_msgpack(data, 1000, len(data), 1 << 40)
     tracemalloc.start()
     msgpack.unpackb(data, raw=False, strict_map_key=False, object_pairs_hook=dict)
     peak = tracemalloc.get_traced_memory()[1]
@@ -434,7 +435,7 @@ def test_the_scan_accepts_what_msgpack_decodes_and_bounds_what_it_takes(v):
     assert peak <= cost + 1024, (peak, cost)
     for cut in range(0, len(data), max(1, len(data) // 40)):
         with pytest.raises(BadPayload):
-            frames.scan_msgpack(data[:cut], 1000, len(data), 1 << 40)
+            decode.scan_msgpack(data[:cut], 1000, len(data), 1 << 40)
 
 
 def test_the_host_memory_limit_follows_the_environment(monkeypatch):

@@ -32,7 +32,7 @@ MODULE = "test_numeric_portable"
 if MODULE not in sys.modules:
     pytest.register_assert_rewrite(MODULE)
 
-from edgesynth.firmware_shims import numeric as num  # noqa: E402
+from firmware_shims import numeric as num  # noqa: E402  (the portable module's own, board-named)
 
 portable = importlib.import_module(MODULE)
 NAMES = sorted(n for n in dir(portable) if n.startswith("test_") and callable(getattr(portable, n)))

@@ -18,6 +18,12 @@ floor((x - lo) * 2**B_i / (hi - lo)) and every intermediate stays below
 allocates nothing and never leaves 30-bit small ints.
 """
 from ..errors import SealedError, SEALED
+from ..shims import load
+
+# The phase modules by absolute name: this module is the one `bundle --emit
+# native` compiles to machine code, where relative imports in functions fail.
+BUILD = __name__ + ".build"
+RELEASE = __name__ + ".release"
 
 KIND = "privhp"
 
@@ -35,18 +41,18 @@ class PrivHP:
     sealed = False  # set by the agent's release(); updates are refused after it
 
     def __init__(self, spec, factor=1):
-        from .build import setup
+        setup = load(BUILD).setup
         setup(self, spec, factor)
 
     def draw_noise(self, rng):
         """Noise every counter from ``rng`` (construction phase, before data)."""
-        from .build import draw_noise
+        draw_noise = load(BUILD).draw_noise
         draw_noise(self, rng)
 
     def prepare_release(self):
         """Load the release code and its key table now, so that releasing later
         allocates next to nothing (call after the construction code is gone)."""
-        from .release import prepare
+        prepare = load(RELEASE).prepare
         prepare()
 
     def budget(self):
@@ -131,7 +137,7 @@ class PrivHP:
 
     def encode(self, enc):
         """Write this state as one msgpack map (agent/privhp/release.py)."""
-        from .release import encode
+        encode = load(RELEASE).encode
         encode(self, enc)
 
     def counters(self):

@@ -20,7 +20,7 @@ import tempfile
 from edgesynth.errors import InputError
 from edgesynth.targets.firmware import CPUS, _c_bytes, _params, config_header, includedir, sources, tool
 
-HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qemu")
+HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qemu_harness")
 # board: QEMU machine, flash, RAM (the real part's), stack reserve
 BOARDS = {
     "cortex-m4": ("mps2-an386", "4M", "256K", "0x1000"),
