@@ -204,9 +204,9 @@ def main(argv=None):
                           st["es_profile_update_i32"], st["es_agent_release"]))
         size_md = ("\n### Code size per CPU (arm-none-eabi-gcc -Os; %s)\n\n%s\n\n"
                    "- device text: the integer objects a one-mechanism device links (common part: es_sha256, "
-                   "es_drbg, es_dlap, es_msgpack, es_agent; privhp adds es_privhp, es_quant_i32, es_hashing; "
+                   "es_drbg, es_dlap, es_msgpack, es_agent; privhp adds es_privhp, es_privhp_i32, es_hashing; "
                    "cdf es_cdf; profile es_profile, es_hashing); data = bss = 0 for every object; the float "
-                   "paths (es_quant_f64, es_cdf_f64) apart.\n"
+                   "paths (es_privhp_f64, es_cdf_f64) apart.\n"
                    "- state: sizeof(es_privhp_t / es_cdf_t / es_profile_t) + sizeof(es_agent_t) as compiled "
                    "for the CPU; the counters are es_<kind>_mem_size of the config.\n"
                    "- stack: worst call chain (gcc -fstack-usage frames on the -fcallgraph-info graph, "

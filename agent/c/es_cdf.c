@@ -5,7 +5,7 @@
  * cover padding only are not stored (they are zero on every stream). Counters
  * are laid out as the frame carries them: channel, level 1..m, left to right.
  * A reading adds 1 to one node per level in each channel. */
-#include "es_core.h"
+#include "es_cdf.h"
 
 #define MAX_LEAVES (1UL << 29)
 #define MAX_COUNTERS (1UL << 24)

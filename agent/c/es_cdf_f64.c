@@ -14,7 +14,7 @@
 #include <float.h>
 #include <math.h>
 
-#include "es_core.h"
+#include "es_cdf.h"
 
 #if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
 #error "es_cdf_f64.c needs plain binary64 arithmetic (FLT_EVAL_METHOD == 0)"

@@ -5,7 +5,7 @@
  * No malloc: every table lives in memory the caller provides (its size comes
  * from es_<kind>_mem_size). No floating point in the noise path: the sampler is
  * the exact integer discrete Laplace of agent/dlap.py over an HMAC_DRBG.
- * Only es_quant_f64.c and es_cdf_f64.c (float readings or bounds) use doubles;
+ * Only es_privhp_f64.c and es_cdf_f64.c (float readings or bounds) use doubles;
  * integer firmware does not link them. docs/native.md describes the API;
  * docs/wire-format.md the frame.
  */
@@ -222,134 +222,6 @@ int es_mech_init(es_mech_t *m, size_t state_size, const es_mech_ops_t *ops, uint
 #define ES_MAX_ITEMS ((uint32_t)0x7FFFFFFF - (uint32_t)ES_NOISE_LIMIT)
 #define ES_MAX_CHANNELS 16
 
-/* ---- PrivHP (es_privhp.c) -------------------------------------------- */
-#define ES_CMS 0
-#define ES_CS  1
-#define ES_MAX_DEPTH 29
-#define ES_MAX_WIDTH 4096
-
-/* Public parameters, validated on the host (agent/privhp/build.py). They must
- * outlive the state, which points at them (on firmware: const, in flash). */
-typedef struct {
-    uint8_t d, r, j, sketch;       /* channels, depth, sketch rows, ES_CMS/ES_CS */
-    uint32_t k, w;                 /* pruning width; sketch width (power of two) */
-    uint64_t q, clamp_p;           /* budget denominator; clamp counter's share */
-    const uint64_t *sigma;         /* r+1 level shares */
-    uint16_t int_mask;             /* bit i: channel i has integer bounds */
-    const int32_t *lo_i, *hi_i;    /* integer bounds (es_quant_i32); may be NULL otherwise */
-    const double *lo_f, *hi_f;     /* bounds as the Python agent holds them, for es_quant_f64 */
-    const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi): the frame's */
-    const char *const *names;      /* d NUL-terminated UTF-8 channel names */
-    const uint8_t *hash_seed;      /* public hash seed (UTF-8) */
-    uint16_t hash_seed_len;        /* seeds are 1..64 characters: up to 256 UTF-8 bytes */
-} es_privhp_cfg_t;
-
-typedef struct {
-    es_mech_t base;
-    const es_privhp_cfg_t *cfg;
-    int32_t *tree;                 /* 2**(L+1)-1 counters, heap order */
-    int32_t *sketch;               /* (r-L)*j*w counters, level, row, column */
-    uint16_t *hash;                /* (r-L)*j*(4 or 8) hash parameters */
-    int64_t clamp;                 /* noisy count of clamped readings */
-    uint32_t items;                /* readings counted (overflow guard) */
-    uint8_t L, per;
-    uint8_t bits[ES_MAX_CHANNELS]; /* path bits per channel (es_privhp_bits) */
-} es_privhp_t;
-
-/* Bytes of caller memory (4-byte aligned) the tables need; 0 if cfg is invalid. */
-size_t es_privhp_mem_size(const es_privhp_cfg_t *cfg);
-/* Lay out tables in mem, derive hash params. factor: 1 add-remove, 2 replace.
- * The noise is drawn by es_agent_init (agent/privhp/build.py draw_noise). */
-int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *cfg, uint8_t factor,
-                   void *mem, size_t size);
-/* Count one reading given as left-aligned per-channel path codes (es_quant_*). */
-int es_privhp_count(es_privhp_t *m, const uint32_t *code, int clamped);
-/* Path bits of channel i: the number of levels 1..r that split channel i. */
-unsigned es_privhp_bits(const es_privhp_cfg_t *cfg, unsigned i);
-
-/* ---- quantisers: readings -> path codes (es_quant_i32.c, es_quant_f64.c) */
-/* n readings of d values each (row-major); n = 1 for one reading.
- * Integer channels only (cfg->int_mask all set). */
-int es_privhp_update_i32(es_privhp_t *m, const int32_t *x, size_t n);
-/* Any bounds: the Python agent's float arithmetic, operation for operation. */
-int es_privhp_update_f64(es_privhp_t *m, const double *x, size_t n);
-
-/* ---- CDF trees (es_cdf.c, es_cdf_f64.c; agent/cdf*.py) --------------- */
-#define ES_CDF_MAX_LEVELS 24
-#define ES_CDF_MAX_BINS (1UL << 24)
-
-/* Public parameters (validated on the host by agent/cdf/build.py parse). */
-typedef struct {
-    uint8_t d, m;                  /* channels 1..16; tree levels 1..24 */
-    uint32_t K;                    /* bins per channel, 2..2**24 */
-    const uint32_t *branching;     /* m factors >= 2, product in [K, 2**29] */
-    uint64_t q;                    /* budget denominator */
-    const uint64_t *sigma;         /* m level shares: level i spends sigma[i]/q */
-    uint16_t int_mask;             /* bit c: channel c has integer bounds (exact binning) */
-    const int32_t *lo_i, *hi_i;    /* integer bounds for es_cdf_update_i32; may be NULL */
-    const double *lo_f, *hi_f;     /* bounds as the Python agent holds them (es_cdf_update_f64) */
-    const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi): the frame's */
-    const char *const *names;      /* d NUL-terminated UTF-8 channel names */
-} es_cdf_cfg_t;
-
-typedef struct {
-    es_mech_t base;
-    const es_cdf_cfg_t *cfg;
-    int32_t *nodes;                /* d*per counters: channel, level 1..m, left to right */
-    uint32_t per;                  /* counters per channel: sum over levels of ceil(K/P_i) */
-    uint32_t items;                /* readings counted (overflow guard) */
-} es_cdf_t;
-
-/* Where each level starts in a channel's counters and the leaves under one of
- * its nodes: an update call computes it once, on its stack (about 220 B). */
-typedef struct {
-    uint32_t at[ES_CDF_MAX_LEVELS + 1];  /* level i's first counter; at[m] = per */
-    uint32_t P[ES_CDF_MAX_LEVELS];       /* leaves under one node of level i */
-    uint8_t shift[ES_CDF_MAX_LEVELS];    /* log2 P[i] when a power of two, else 0xFF */
-} es_cdf_levels_t;
-
-/* Bytes of caller memory (4-byte aligned) the counters need; 0 if cfg is invalid. */
-size_t es_cdf_mem_size(const es_cdf_cfg_t *cfg);
-int es_cdf_init(es_cdf_t *m, const es_cdf_cfg_t *cfg, uint8_t factor, void *mem, size_t size);
-void es_cdf_levels(const es_cdf_cfg_t *cfg, es_cdf_levels_t *lv);
-/* Count one reading given as its bin (0..K-1) in each channel. */
-int es_cdf_count(es_cdf_t *m, const es_cdf_levels_t *lv, const uint32_t *bin);
-/* The updates' row loop: for each of the n rows (row_bytes apart from x), bins
- * it with binner and counts it; the bins are wiped on return. */
-typedef void (*es_cdf_binner_t)(const es_cdf_cfg_t *cfg, const void *row, uint32_t *bin);
-int es_cdf_rows(es_cdf_t *m, const void *x, size_t n, size_t row_bytes, es_cdf_binner_t binner);
-/* n readings of d values; integer bounds in int32 only (cfg->int_mask all set, lo_i/hi_i). */
-int es_cdf_update_i32(es_cdf_t *m, const int32_t *x, size_t n);
-/* Any bounds: agent/cdf/__init__.py's float binning, operation for operation (needs libm's fmod). */
-int es_cdf_update_f64(es_cdf_t *m, const double *x, size_t n);
-
-/* ---- profile sketch (es_profile.c; agent/profile*.py) ---------------- */
-#define ES_PROFILE_MAX_IDS (1UL << 24)
-
-/* Public parameters (validated on the host by agent/profile/build.py parse). */
-typedef struct {
-    uint32_t lo, hi;               /* counted ids [lo, hi): 1..2**24 of them, hi <= 2**29 */
-    uint32_t cap;                  /* counters saturate at cap, 1..2**24 */
-    uint64_t p, q;                 /* the sketch spends p/q */
-    uint8_t bits;                  /* 0: dense ids; even 2..28: ids of [0, 2**bits) are sampled */
-    const uint8_t *seed;           /* public sample seed (UTF-8) when bits != 0 */
-    uint16_t seed_len;
-    const char *const *names;      /* the id column's name */
-} es_profile_cfg_t;
-
-typedef struct {
-    es_mech_t base;
-    const es_profile_cfg_t *cfg;
-    int32_t *ctr;                  /* hi-lo counters, id order */
-    uint16_t keys[8];              /* Feistel round keys (a, b) x 4, derived from the seed */
-} es_profile_t;
-
-size_t es_profile_mem_size(const es_profile_cfg_t *cfg);
-int es_profile_init(es_profile_t *m, const es_profile_cfg_t *cfg, uint8_t factor, void *mem,
-                    size_t size);
-/* n ids: each one counts at its (sampled) place unless that counter reached cap. */
-int es_profile_update_i32(es_profile_t *m, const int32_t *id, size_t n);
-
 /* ---- agent: envelope, budget, release (es_agent.c) ------------------- */
 #define ES_ADD_REMOVE 1
 #define ES_REPLACE 2
@@ -391,4 +263,10 @@ long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap);
 #ifdef __cplusplus
 }
 #endif
+
+/* the mechanisms, one header each (they include this one first): including
+ * es_core.h alone gives the whole API */
+#include "es_privhp.h"
+#include "es_cdf.h"
+#include "es_profile.h"
 #endif

@@ -4,7 +4,7 @@
  * drawn at construction, before any reading (privacy rule 2). */
 #include <string.h>
 
-#include "es_core.h"
+#include "es_privhp.h"
 
 #define MAX_COUNTERS (1UL << 24)
 

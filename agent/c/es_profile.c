@@ -4,7 +4,7 @@
  * holds min(h + Z, cap), never clipped from below. With a sample, an id of the
  * universe [0, 2**bits) is first mapped by a keyed 4-round Feistel permutation
  * (a public, data-independent sample: the keys travel in the frame). */
-#include "es_core.h"
+#include "es_profile.h"
 
 #define MAX_ID_END (1UL << 29)
 #define MAX_CAP (1UL << 24)

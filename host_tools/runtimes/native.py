@@ -10,8 +10,8 @@ device. The config is parsed and validated by the Python agent's own code
 (``parse`` of agent/privhp/build.py, cdf_build.py, profile_build.py; the kind
 and budget checks of agent/spec.py, the column routes of agent/device.py), then its numbers are handed to C; the
 noise, hashes, update and frame are the C core's. Per mechanism, integer
-readings on integer bounds take the integer path (es_quant_i32.c, es_cdf.c);
-anything else takes the float path (es_quant_f64.c, es_cdf_f64.c), which
+readings on integer bounds take the integer path (es_privhp_i32.c, es_cdf.c);
+anything else takes the float path (es_privhp_f64.c, es_cdf_f64.c), which
 repeats the Python agent's float operations exactly. Profile ids are int32.
 
 Where the extension was not built (no C compiler at install), ``NativeAgent``

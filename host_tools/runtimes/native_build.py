@@ -1,4 +1,4 @@
-"""cffi (API mode) build of the native core agent/c as ``host_tools._es_native``.
+"""cffi (API mode) build of the native core agent/c as ``edgesynth.runtimes._es_native``.
 
 setup.py hands ``ffibuilder`` to setuptools through ``cffi_modules``, so
 ``pip install`` compiles it; host_tools/runtimes/native.py falls back to the Python
@@ -8,7 +8,7 @@ project root, as setuptools requires.
 from cffi import FFI
 
 SOURCES = ["agent/c/es_sha256.c", "agent/c/es_drbg.c", "agent/c/es_dlap.c", "agent/c/es_hashing.c",
-           "agent/c/es_msgpack.c", "agent/c/es_privhp.c", "agent/c/es_quant_i32.c", "agent/c/es_quant_f64.c",
+           "agent/c/es_msgpack.c", "agent/c/es_privhp.c", "agent/c/es_privhp_i32.c", "agent/c/es_privhp_f64.c",
            "agent/c/es_cdf.c", "agent/c/es_cdf_f64.c", "agent/c/es_profile.c", "agent/c/es_agent.c"]
 
 CDEF = """

@@ -4,7 +4,7 @@ with Debian's arm-none-eabi-gcc at -Os, and its flash, RAM and stack.
 * flash: ``text`` (code + constants) and ``data`` of every core object, from
   ``arm-none-eabi-size``; totals for the common part (SHA-256, DRBG, sampler,
   msgpack, envelope), for a device of each mechanism kind with integer
-  readings, and for the float paths apart (es_quant_f64.c, es_cdf_f64.c: only
+  readings, and for the float paths apart (es_privhp_f64.c, es_cdf_f64.c: only
   float readings or bounds link them);
 * RAM: the core has no static data (``bss`` 0); a device holds the counters
   (``es_<kind>_mem_size``, with --config) plus the state structs, whose sizes
@@ -37,9 +37,9 @@ CPUS = {
 CFLAGS = ["-Os", "-std=c99", "-Wall", "-Wextra", "-ffunction-sections", "-fdata-sections"]
 # what every device links; per kind what it adds with integer readings; the float paths
 COMMON = ["es_sha256.c", "es_drbg.c", "es_dlap.c", "es_msgpack.c", "es_agent.c"]
-MECHANISMS = {"privhp": ["es_privhp.c", "es_quant_i32.c", "es_hashing.c"], "cdf": ["es_cdf.c"],
+MECHANISMS = {"privhp": ["es_privhp.c", "es_privhp_i32.c", "es_hashing.c"], "cdf": ["es_cdf.c"],
               "profile": ["es_profile.c", "es_hashing.c"]}
-FLOAT = {"privhp": ["es_quant_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": []}
+FLOAT = {"privhp": ["es_privhp_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": []}
 ENTRY_POINTS = ("es_drbg_platform", "es_agent_init", "es_agent_release", "es_privhp_init",
                 "es_privhp_update_i32", "es_privhp_update_f64", "es_cdf_init", "es_cdf_update_i32",
                 "es_cdf_update_f64", "es_profile_init", "es_profile_update_i32")

@@ -9,10 +9,10 @@
  * Not the noise path: the noise never touches floating point. */
 #include <float.h>
 
-#include "es_core.h"
+#include "es_privhp.h"
 
 #if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
-#error "es_quant_f64.c needs plain binary64 arithmetic (FLT_EVAL_METHOD == 0)"
+#error "es_privhp_f64.c needs plain binary64 arithmetic (FLT_EVAL_METHOD == 0)"
 #endif
 
 static int update_one(es_privhp_t *m, const double *x, uint32_t *code)

@@ -1,7 +1,7 @@
 /* Integer readings (ADC codes) on integer bounds: the quantiser of
  * agent/privhp/__init__.py as exact binary long division of (x - lo) by (hi - lo), one
  * path bit per level. Everything stays below 2**30; no floating point. */
-#include "es_core.h"
+#include "es_privhp.h"
 
 static int update_one(es_privhp_t *m, const int32_t *x, uint32_t *code)
 {
