@@ -1,5 +1,13 @@
-"""Errors the host tools raise on bad input. The CLI prints their message on one
-line and exits with status 2; nothing here should ever surface as a traceback."""
+"""The one error hierarchy of edgesynth: every exception a library function or
+command raises on bad input, bad files or a failing store is an
+EdgesynthError. The CLI prints its message on one line and exits with status
+2; nothing here should ever surface as a traceback.
+
+Errors of the device agent (edgesynth.agent.errors: ConfigError, SealedError,
+...) are device code, which cannot import this module; the library converts
+the ones that can reach it (an invalid config) into InputError at the
+boundary, so callers catch EdgesynthError alone.
+"""
 
 
 class EdgesynthError(Exception):
@@ -7,7 +15,13 @@ class EdgesynthError(Exception):
 
 
 class InputError(EdgesynthError):
-    """A command-line value or input file is malformed."""
+    """A value, option or input file is malformed (messages name options as
+    the command line spells them: ``--ram`` is the library's ``ram=``)."""
+
+
+class EvaluationInputError(InputError, ValueError):
+    """Bad arrays or bounds given to an evaluation function: a ``ValueError``
+    for array code and an InputError for everything else."""
 
 
 class FrameError(EdgesynthError):
@@ -36,3 +50,20 @@ class SchemaError(FrameError):
 
 class MergeError(EdgesynthError):
     """Releases cannot be merged (different public configurations)."""
+
+
+class InversionError(EdgesynthError):
+    """The profile's noise matrix is not safely invertible for these parameters."""
+
+
+class StoreError(EdgesynthError):
+    """The store cannot be opened or read, or is not an edgesynth store."""
+
+
+class StoreWriteError(StoreError):
+    """A frame's transaction failed (disk full, I/O error, lock timeout): that
+    frame is not stored; every frame committed before it still is."""
+
+
+class IngestStopped(EdgesynthError):
+    """The store could not take a frame; the message says what is safe and what to do."""

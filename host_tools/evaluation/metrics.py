@@ -26,7 +26,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 from scipy.stats import wasserstein_distance
 
-from edgesynth.errors import InputError
+from edgesynth.errors import EvaluationInputError
 
 __all__ = [
     "EvaluationInputError",
@@ -40,14 +40,6 @@ __all__ = [
 ]
 
 REPORT_SCHEMA = "edgesynth.utility/1"
-
-
-class EvaluationInputError(InputError, ValueError):
-    """Bad arrays or bounds given to an evaluation function.
-
-    A ``ValueError`` for library users and an ``InputError`` for the CLI (which
-    reports it on one line with exit status 2).
-    """
 
 
 # --------------------------------------------------------------------------

@@ -22,16 +22,12 @@ import json
 import os
 import urllib.parse
 
-from edgesynth.errors import EdgesynthError, FrameError
+from edgesynth.errors import EdgesynthError, FrameError, IngestStopped, StoreWriteError
 from edgesynth.frames import parse_frame, read_into, split_envelope
-from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, StoreWriteError, schema_1_frames
+from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, schema_1_frames
 
 MAX_FILE = 1 << 30  # bytes per frame file
 REJECTED = "rejected"
-
-
-class IngestStopped(EdgesynthError):
-    """The store could not take a frame; the message says what is safe and what to do."""
 
 
 def shown(name):

@@ -35,7 +35,7 @@ import sqlite3
 import stat
 import urllib.parse
 
-from edgesynth.errors import EdgesynthError, InputError
+from edgesynth.errors import InputError, StoreError, StoreWriteError
 from edgesynth.outputs import fsync_dir
 
 APPLICATION_ID = int.from_bytes(b"ESst", "big")  # SQLite header bytes 68..71
@@ -61,15 +61,6 @@ PRAGMA journal_mode = WAL;
 """ % (APPLICATION_ID, SCHEMA_VERSION, _COLUMNS, _COLUMNS)
 
 STORED, DUPLICATE, CONFLICT = "stored", "duplicate", "conflict"
-
-
-class StoreError(EdgesynthError):
-    """The store cannot be opened or read, or is not an edgesynth store."""
-
-
-class StoreWriteError(StoreError):
-    """A frame's transaction failed (disk full, I/O error, lock timeout): that
-    frame is not stored; every frame committed before it still is."""
 
 
 def config_id_of(rel):

@@ -25,17 +25,13 @@ import math
 import numpy as np
 from scipy.fft import irfft, next_fast_len, rfft
 
-from edgesynth.errors import EdgesynthError
+from edgesynth.errors import InversionError
 
 DEFAULT_BETA = 1e-3
 # p = 2: no p is best everywhere, but over eps 0.5-2 and d 5,000-80,000 (bench_profile) its
 # l1 error is at most 2.7% above the best p's (p = 1: 5.4%, p = inf: 3.5%); the notes
 # recommend it (7.9) and its rounding is non-expansive in l2 (3.2, Lemma 4.9).
 DEFAULT_P = 2
-
-
-class InversionError(EdgesynthError):
-    """The noise matrix is not safely invertible for these parameters."""
 
 
 def unfold(counts, cap, alpha, rng):
