@@ -15,14 +15,16 @@ MicroPython keeps only the current phase's code on the heap
 """
 from .errors import ConfigError, SealedError, SEALED
 from .privhp import PrivHP
-from .shims import PACKAGE as SHIMS, shim
+from .shims import shim
 from .wire import FORMAT, MAGIC, MAX_MECHANISMS, MECHANISMS, PAYLOAD_KEYS, RELATIONS, device_id_bytes
 
-# Modules of the construction phase, unloaded after it (firmware_shims/memory.py).
-# The package is "agent" on a board and "edgesynth.agent" installed on a host.
-_PACKAGE = __name__[:__name__.rfind(".")]
-CONSTRUCTION = (_PACKAGE + ".privhp.build", _PACKAGE + ".cdf.build", _PACKAGE + ".profile.build",
-                _PACKAGE + ".spec", _PACKAGE + ".dlap", SHIMS + ".drbg", SHIMS + ".entropy", SHIMS + ".hmac256")
+# Modules of the construction phase, unloaded after it (firmware_shims/memory.py),
+# by their names on a board: unload acts on MicroPython only, where the bundle's
+# packages are the top-level agent and firmware_shims (targets/bundle.py). A
+# constant tuple of strings interns no names; building them at run time interned
+# eight, and MicroPython never frees an interned name (qstr).
+CONSTRUCTION = ("agent.privhp.build", "agent.cdf.build", "agent.profile.build", "agent.spec", "agent.dlap",
+                "firmware_shims.drbg", "firmware_shims.entropy", "firmware_shims.hmac256")
 
 
 def ratio(v, what):

@@ -9,11 +9,9 @@ imported on first use, so a device only pays heap for the shims it uses.
 import sys
 
 try:
-    from .. import firmware_shims as _package  # installed: edgesynth.firmware_shims
+    from .. import firmware_shims  # installed: edgesynth.firmware_shims
 except ImportError:  # a board's bundle, or a source tree on sys.path
-    import firmware_shims as _package
-
-PACKAGE = _package.__name__
+    import firmware_shims
 
 
 def load(full):
@@ -32,4 +30,4 @@ def load(full):
 
 def shim(name):
     """The module ``firmware_shims.<name>`` ("drbg", "fs", "hmac256", ...)."""
-    return load(PACKAGE + "." + name)
+    return load(firmware_shims.__name__ + "." + name)
