@@ -5,7 +5,7 @@ for floats, and maps whose keys the caller emits in sorted order. Output goes to
 a ``sink(buf, n)`` callable that consumes the first ``n`` bytes of ``buf``; with
 no sink the encoder only counts bytes, which is how a frame learns its length
 before it is streamed. All scratch space is allocated once here, so encoding
-allocates nothing per value (notes/embedded-toolchain.md 6.3).
+allocates nothing per value (docs/deployment.md, "Streaming the release").
 """
 import struct
 

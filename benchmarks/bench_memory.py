@@ -6,7 +6,7 @@ and count sketch, 1..3 rows, 11..53 counter arrays; CDF: 1..16 channels,
 262,144 ids): the GC pool beyond the counters a 32-bit port needs
 (edgesynth.ram.mp_pool_beyond_counters, from the smallest heap the agent
 runs in on the 64-bit unix port, loading the .mpy bundle) against what the
-planner charges (plan.heap_need: a base plus SHAPE_BYTES per channel and per
+planner charges (ram.heap_need: a base plus SHAPE_BYTES per channel and per
 counter array), and the base each grid calls for. Then configs planned for
 24..256 KiB: the 32-bit heap estimate and whether each runs in its --ram
 (-X heapsize=Nw). Then readings per second of the 16-level, j = 2 PrivHP

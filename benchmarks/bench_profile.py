@@ -36,7 +36,7 @@ def ratio(a, b):
 
 def fast_vs_exact(reps, seed=1):
     """Algorithms 2 + 3 with norm p against (P) solved exactly in the same norm
-    p (notes 2.10), l1 error to the true profile, Poisson(3) counts, n = 14."""
+    p (the paper's problem (P), §4.2), l1 error to the true profile, Poisson(3) counts, n = 14."""
     rng = np.random.default_rng(seed)  # its own stream: the other sections do not move with --reps
     ps = (1, 2, "inf")
     rows = []

@@ -19,7 +19,8 @@ W1 is always computed in normalised coordinates ``[0, 1)^d``:
 * ``w1_joint_ot``: ``edgesynth.evaluation.metrics.w1_joint`` (l-infinity, exact OT on
   m-point subsamples) with its subsampling floor.
 * ``TreeBound``: a deterministic upper bound on the joint l-infinity W1 over
-  the dyadic cells (notes/privhp.md 8.4), on all n points: no subsampling.
+  the dyadic cells (a tree-metric bound, see ``TreeBound``), on all n points:
+  no subsampling.
 """
 import contextlib
 import datetime
@@ -79,7 +80,7 @@ def pmm_config(d, r, eps=Fraction(1), **kw):
 
 
 def depth_for(eps, n, d=1):
-    """r = ceil(log2(eps * n)) (notes/privhp.md 7.1), at least d, at most 29."""
+    """r = ceil(log2(eps * n)) (the depth of the PrivHP paper's Corollary 1, §9), at least d, at most 29."""
     return int(min(29, max(d, math.ceil(math.log2(float(eps) * n)))))
 
 
@@ -290,7 +291,9 @@ class TreeBound:
 
         W1 <= gamma_R + 1/2 sum_{l=1..R} (gamma_{l-1} - gamma_l) sum_theta |mu(theta) - nu(theta)|
 
-    with gamma_l = 2**-floor(l/d) (notes/privhp.md 8.4). All n points are used;
+    with gamma_l = 2**-floor(l/d), the diameter of a level-l cell: the cost
+    diam(smallest common cell) dominates the l-inf distance and is a tree
+    metric (up to a constant), whose W1 has this closed form. All n points are used;
     nu spreads each leaf's mass uniformly over its cell. Deterministic.
     """
 

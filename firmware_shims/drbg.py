@@ -2,8 +2,8 @@
 that feeds the exact noise sampler.
 
 Why a DRBG and not ``os.urandom`` directly: on several ports ``os.urandom`` is a
-software PRNG or only truly random while the radio is up (notes/dp-security.md
-1.4), and the sampler must be reproducible byte-for-byte across runtimes when a
+software PRNG or only truly random while the radio is up (docs/privacy.md §7),
+and the sampler must be reproducible byte-for-byte across runtimes when a
 test seed is given. The DRBG is seeded once from the platform entropy source and
 then produces every noise byte.
 """

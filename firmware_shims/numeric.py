@@ -58,7 +58,7 @@ nothing relies on overflow; dtypes are compared, never printed; no
 np.random; only functions ulab has (array, frombuffer, where, minimum,
 maximum, sum, comparisons, tobytes, tolist).
 
-This module never imports ``agent`` (DESIGN.md: imports flow one way).
+This module never imports ``agent`` (docs/architecture.md: imports flow one way).
 """
 from array import array
 

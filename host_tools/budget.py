@@ -1,5 +1,5 @@
 """Exact privacy-budget arithmetic for configs: epsilon parsing and the
-per-level split of PrivHP (Eq. 23 of the paper, notes/privhp.md 4.4).
+per-level split of PrivHP (the PrivHP paper, Lemma 5 and Eq. (23)).
 
 Budgets travel as integers p_l over a common denominator q, chosen so that the
 split adds up to epsilon *exactly*: q = 2**20 * den(epsilon), sum(p_l) + p_clamp

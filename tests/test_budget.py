@@ -25,7 +25,7 @@ def test_split_adds_up_to_epsilon_exactly(num, den, d, kb, r, j, share, uniform)
 
 
 def test_matches_eq23_worked_example():
-    # notes/privhp.md 4.4: d=2, k=64, r=16, eps=1, j=1 -> Q = 2**20 and these shares
+    # the PrivHP paper's Eq. (23) worked out: d=2, k=64, r=16, eps=1, j=1 -> Q = 2**20 and these shares
     q, sigma, clamp_p = privhp_budget(Fraction(1), 2, 64, 16, 1, Fraction(0))
     expected = [38052, 38052, 53813, 53813, 76104, 76104, 107627, 107627, 107627, 76104, 76104,
                 53813, 53813, 38052, 38052, 26906, 26906]

@@ -1,6 +1,6 @@
 """W1 falls as the memory parameters k and w grow, on the paper's skewed data.
 
-Multifractal data with B = 0.8 (notes/privhp.md 1.5), epsilon = 1, n = 2 x 10^4.
+Multifractal data with B = 0.8 (the PrivHP paper, §3.3), epsilon = 1, n = 2 x 10^4.
 W1 is computed exactly between the data and the generator's marginals (no
 sampling error), averaged over independent noise/hash draws. Corollary 1
 predicts the memory term k^(-1/d) (1/w + f): multiplying k by 8 should divide

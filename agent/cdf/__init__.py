@@ -1,7 +1,7 @@
 """CDF tree state: per channel, a level-uniform tree over K bins, every node noisy.
 
 Rameshwar, Tandon, Sharma, "Optimal tree-based mechanisms for DP approximate
-CDFs" (notes/cdf-tree.md). Channel c's range [lo, hi) is cut into K equal
+CDFs" (docs/mechanisms/cdf.md). Channel c's range [lo, hi) is cut into K equal
 half-open bins (readings below lo count in bin 0, at or above hi in bin K-1).
 Above the bins sits a tree of height m with branching (n_1..n_m), K-bar =
 prod n_i >= K leaves, padded on the right; nodes that cover padding only are
@@ -13,7 +13,7 @@ last children included: they cost no budget and feed the host's GLS.
 
 Neighbours differ by one reading added or removed (or replaced, factor 2); the
 reading count N is not public and the root is not released: the host
-estimates N from level 1 (docs/cdf.md).
+estimates N from level 1 (docs/mechanisms/cdf.md).
 """
 from ..errors import SealedError, SEALED
 
@@ -23,7 +23,7 @@ KIND = "cdf"
 class CDF:
     """Noisy CDF trees for a stream of d-channel readings.
 
-    ``spec`` is the mechanism entry of the device config (docs/cdf.md);
+    ``spec`` is the mechanism entry of the device config (docs/mechanisms/cdf.md);
     ``factor`` multiplies every noise scale (1 add/remove, 2 replace).
     """
 

@@ -1,7 +1,7 @@
 """PrivHP device state: a noisy complete tree plus one private sketch per deeper level.
 
 Holland et al., "Private Synthetic Data Generation in Small Memory", Alg. 1-2,
-with the corrections of notes/privhp.md. The domain is a public box split into
+with the corrections listed in docs/mechanisms/privhp.md. The domain is a public box split into
 a binary hierarchy of depth r; level l (1-based) halves coordinate (l-1) mod d.
 Levels 0..L (L = min(floor(log2 k), r)) keep one counter per node; levels
 L+1..r keep a j x w count-min (or count) sketch keyed by the heap id 2**l + v.

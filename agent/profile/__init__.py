@@ -1,7 +1,7 @@
 """Profile sketch: a noisy counter per id of a public dense domain [lo, hi).
 
-Wu and Pagh, "Profile reconstruction from private sketches" (notes/profile-
-reconstruction.md). Every counter is born with exact discrete Laplace noise
+Wu and Pagh, "Profile reconstruction from private sketches" (ICML 2024;
+docs/mechanisms/profile.md). Every counter is born with exact discrete Laplace noise
 (agent/profile/build.py); a reading is one id, and its counter is incremented
 unless it has reached the public cap U, so a counter holds min(h + Z, U):
 saturating from above is post-processing of h + Z, and the host unfolds it.
@@ -11,7 +11,8 @@ how many ids were seen exactly t times, t = 0..U (host_tools/mechanisms/profile/
 
 With ``sample`` (hashed ids from a large universe [0, 2**bits)) an id is first
 mapped by a keyed Feistel permutation and counted only when its image falls in
-[lo, hi): a public, data-independent sample of the universe (notes 2.1 S0).
+[lo, hi): a public, data-independent sample of the universe (the paper's
+domain sampling, done with a keyed permutation).
 The permutation is a sampling device, not a cipher: privacy does not rest on
 the key (the sample is independent of the data), which travels in the frame.
 """

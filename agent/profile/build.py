@@ -76,7 +76,8 @@ def draw_noise(m, rng):
 
     One reading changes one counter by 1 (add/remove), so the counter vector
     has l1 sensitivity ``factor`` and this noise makes it (p/q)-DP. The noise
-    is never clipped from below (notes/profile-reconstruction.md 7.3).
+    is never clipped from below: max(L, Z) followed by increments is not a
+    function of h + Z and breaks pure DP (docs/mechanisms/profile.md).
     """
     num = m.factor * m.q
     check_scale(KIND, num, m.p)

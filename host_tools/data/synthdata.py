@@ -10,7 +10,7 @@ Units and ranges
 dyadic hierarchy). ``scale_to_box`` maps such points to a sensor's public
 domain ``[lo, hi)`` per channel, in the channel's own units.
 
-The multifractal is the binomial cascade of notes/privhp.md section 1.5.
+The multifractal is the binomial cascade the PrivHP paper uses to model skew (§3.3).
 """
 import numpy as np
 
@@ -31,7 +31,7 @@ def _check_n_d(n, d):
 
 
 def multifractal(rng, n, d, B, depth=40):
-    """Binomial multifractal cascade on ``[0, 1)^d`` (notes/privhp.md 1.5).
+    """Binomial multifractal cascade on ``[0, 1)^d`` (the PrivHP paper, §3.3).
 
     In one dimension every dyadic cell gives a fraction ``B`` of its mass to
     its lower half and ``1 - B`` to its upper half, recursively. A point is

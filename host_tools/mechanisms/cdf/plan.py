@@ -1,6 +1,7 @@
 """``edgesynth plan --mechanism cdf``: choose the tree and the level budgets.
 
-The tree search (notes/cdf-tree.md 2.5-2.6, pitfall 6) looks at integer
+The tree search (integer branching factors, the CDF tree paper's Sec. V;
+padding and the search are this project's, docs/mechanisms/cdf.md) looks at integer
 branching vectors (n_1..n_m) with factors in [2, MAX_FACTOR] (plus the flat
 histogram) whose product K-bar lies in [K, PAD * K], padding on the right, and
 minimises the exact error of the plain estimator with equal level budgets,
@@ -21,7 +22,7 @@ epsilon_i proportional to level_use_i**(1/3), the KKT optimum of
 sum_i level_use_i / epsilon_i**2 under sum_i epsilon_i = epsilon.
 
 With a RAM budget (``ram``) the device needs its counters, 4 * d * sum_i
-ceil(K / P_i) bytes, plus the runtime's charge (plan.heap_need). A
+ceil(K / P_i) bytes, plus the runtime's charge (ram.heap_need). A
 given K that does not fit is refused; without K the planner takes the
 largest K that fits among the 3-smooth numbers 2**a 3**b (choose_bins):
 they factor exactly into branching factors in [2, 64] (no padding), the

@@ -1,7 +1,8 @@
 """The synthetic-data generator: leaf boxes with masses, saved as msgpack.
 
 Sampling picks a leaf with probability mass/total, then a point uniformly in
-its half-open box (notes/privhp.md 3.5, the vectorised form of the tree walk).
+its half-open box: the vectorised form of the PrivHP paper's tree walk (§6),
+which subtracts the left child's count when it branches right.
 It is post-processing of a private release, so any number of samples is free.
 """
 import math

@@ -2,9 +2,10 @@
 (Alg. 3) over released counters, vectorised per level with numpy.
 
 Everything here is post-processing of noisy counters and costs no privacy.
-Corrections of the printed algorithms (notes/privhp.md 3.6): growth runs to
-level r; top-k is taken among the new level-l candidates; the root is clamped
-at 0 (a non-positive root yields the uniform generator).
+Corrections of the algorithms printed in the PrivHP paper (§5.3-5.4; see
+docs/mechanisms/privhp.md): growth runs to level r; top-k is taken among the
+new level-l candidates; the root is clamped at 0 (a non-positive root yields
+the uniform generator).
 """
 import numpy as np
 

@@ -10,17 +10,17 @@ converted to a 32-bit MCU (counters are the same bytes there, everything else
 half), or the C core's measured state and stack.
 
 Among all (k, w, j) that fit, the planner picks the one with the smallest
-predicted W1 (the shape of Theorem 3 of the PrivHP paper, notes/privhp.md 4.3,
-with an assumed pruning-loss fraction ``skew``). The proof's constant on the
+predicted W1 (the shape of Theorem 3 of the PrivHP paper, with the noise term
+Gamma_{l-1} / sigma_l of its proof and an assumed pruning-loss fraction ``skew``). The proof's constant on the
 noise term, 10 sqrt(2), overstates it about tenfold in measurements
 (benchmarks/bench_target.py: with the proof's constant the planner's pick at
 32 KiB ranked 18th of the sweep; with NOISE_CONSTANT it ranks first), so the
 planner uses the calibrated constant.
 
-The CDF and profile planners share this module's RAM model for their states
-(heap_need, ram_notes, require_fit; docs/deployment.md), and every planner and
-`assemble` share the host's memory limit (require_host_memory): a config whose
-assembly would need more is refused by both.
+The RAM model all planners share (heap_need, ram_notes, require_fit;
+docs/deployment.md) and the host's memory limit that every planner and
+`assemble` apply (require_host_memory: a config whose assembly would need more
+is refused by both) are in host_tools/ram.py.
 """
 import math
 import os

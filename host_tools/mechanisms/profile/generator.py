@@ -1,6 +1,7 @@
 """Assembling profile sketches: merge rules, inversion, the saved result.
 
-Merging (notes/profile-reconstruction.md 5.5): sketches over disjoint id
+Merging (derived from the profile reconstruction paper's noise model;
+docs/mechanisms/profile.md): sketches over disjoint id
 domains concatenate (d grows, one inversion, error ~ kappa/sqrt(D)). Sketches
 over the *same* ids (several devices, or one device over several epochs) add
 independently noised counters: the noise becomes a sum of k discrete

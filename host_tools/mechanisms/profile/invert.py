@@ -1,21 +1,22 @@
-"""Profile inversion (notes/profile-reconstruction.md 2.2-2.11, 5.3).
+"""Profile inversion (the profile reconstruction paper, Wu and Pagh, §4;
+docs/mechanisms/profile.md).
 
 From d noisy counters h + Z (Z discrete Laplace with ratio alpha, saturated at
 the public cap U) to the profile f[t] = (ids seen exactly t times) / d,
 t = 0..n with n = U (k U for k summed sketches):
 
-1. unfold saturated counters to U + Geo(alpha) (Lemma 4.1: memorylessness);
+1. unfold saturated counters to U + Geo(alpha) (§4.1, Lemma 4.1: memorylessness);
 2. noisy profile f~ over [-R, n + R], R = k tau, tau = ceil(ln(4d/beta)/eps);
-3. Algorithm 2: x0 = M^-1 f~ by FFT (M the circulant of the truncated noise
+3. Algorithm 2 (Lemma 4.3, Theorem 4.5): x0 = M^-1 f~ by FFT (M the circulant of the truncated noise
    pmf), then the min-norm correction that puts mass 1 on [0, n], p in
    {1, 2, inf}; lambda_min of M is checked;
-4. Algorithm 3: clip to [0, 1] and project onto the simplex.
+4. Algorithm 3 (Lemma 4.4, Theorem 4.7): clip to [0, 1] and project onto the simplex.
 
 ``solve_exact`` solves the constrained problem (P) itself (dense LP/QP): the
 reference against which Algorithms 2 + 3 are validated on small cases.
 
 Tails P[count >= a] come from the telescoped three-tap inverse of the
-untruncated kernel (2.11): unbiased, with an error that does not grow with
+untruncated kernel (consistent with the paper's Lemma F.1): unbiased, with an error that does not grow with
 the width of the range. The naive estimate (the empirical profile of the
 clipped noisy counters) is returned beside it: its bias does not shrink with d.
 All of this is post-processing of the release.
@@ -28,9 +29,9 @@ from scipy.fft import irfft, next_fast_len, rfft
 from edgesynth.errors import InversionError
 
 DEFAULT_BETA = 1e-3
-# p = 2: no p is best everywhere, but over eps 0.5-2 and d 5,000-80,000 (bench_profile) its
-# l1 error is at most 2.7% above the best p's (p = 1: 5.4%, p = inf: 3.5%); the notes
-# recommend it (7.9) and its rounding is non-expansive in l2 (3.2, Lemma 4.9).
+# p = 2: no p is best everywhere, but over eps 0.5-2 and d 5,000-80,000 (bench_profile,
+# docs/mechanisms/profile.md) its l1 error is at most about 3% above the best p's (p = 1 and
+# p = inf up to about 5%), and its rounding is non-expansive in l2 (the paper's Lemma 4.9).
 DEFAULT_P = 2
 
 
@@ -83,8 +84,8 @@ def invert(values, n, alpha, beta=DEFAULT_BETA, p=DEFAULT_P, k=1):
 
     Returns (f-hat over t = 0..n, f~ over t = -R..n+R, diagnostics dict).
     The diagnostics include ``delta`` (the mass M^-1 f~ puts outside [0, n])
-    and ``residual`` = ||M f* - f~||_p for Algorithm 2's output f* (notes 2.7,
-    5.3 step 6): the optimum |delta| / ||w||_q of the relaxation (P2), hence a
+    and ``residual`` = ||M f* - f~||_p for Algorithm 2's output f* (Lemma 4.3):
+    the optimum |delta| / ||w||_q of the relaxation (P2), hence a
     lower bound on the optimum of (P).
     Raises InversionError when lambda_min <= 0.
     """
@@ -177,7 +178,8 @@ def fit_norm(A, y, p, eq, bounds):
 
 
 def solve_exact(ft, n, alpha, tau, p=DEFAULT_P, k=1):
-    """The constrained problem (P) of notes 2.6 / 2.10 solved exactly: x on
+    """The constrained problem (P) of the paper's §4.2 solved exactly (as the LP
+    approach of Dwork et al. 2010 would, in any norm p): x on
     the simplex over t = 0..n (0 <= x <= 1, sum 1, zero outside [0, n])
     minimising ||M x - f~||_p, f~ over t = -R..n+R as ``invert`` returns it.
 

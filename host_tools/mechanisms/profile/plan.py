@@ -2,7 +2,7 @@
 sketch over dense ids [LO, HI) with per-id cap U, and what to expect of it.
 
 With a RAM budget the device needs hi - lo int32 counters plus the runtime's
-charge (plan.heap_need). Dense ids fix the counters, so a domain that
+charge (ram.heap_need). Dense ids fix the counters, so a domain that
 does not fit is refused. Hashed ids (``sample_bits``) count a sampled range
 [lo, hi) of their permutation; when it is not given, the planner takes
 [0, n) with the largest n that fits (largest_sample): more counters sample
