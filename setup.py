@@ -1,4 +1,4 @@
-"""Build hook for the native core: cffi compiles agent/c into host_tools._es_native.
+"""Build hook for the native core: cffi compiles agent/c into edgesynth.runtimes._es_native.
 
 Everything else is in pyproject.toml. ``cffi_modules`` is not a pyproject key,
 so it goes through setup(). Where no C compiler works the build is skipped with

@@ -65,8 +65,8 @@ def parse_size(text, what):
 
 
 # Bytes of host memory that assembling one configuration may take. The need
-# comes from public parameters (growth.privhp_host_need, cdf_estimate.gls_need,
-# profile_invert.inversion_need), so it is checked before anything is
+# comes from public parameters (privhp_host_need, gls_need, inversion_need in
+# edgesynth.mechanisms: privhp.growth, cdf.estimate, profile.invert), so it is checked before anything is
 # allocated: a tiny epsilon's noise radius, a heavily padded tree or millions
 # of PrivHP leaves are refused, not attempted.
 # EDGESYNTH_HOST_MEMORY (e.g. 16G) sets it for a bigger or smaller host.

@@ -144,7 +144,7 @@ def test_plain_error_closed_form():
     for br in ((16, 16), (2,) * 8, (256,), (8, 32)):
         m = len(br)
         assert plain_error(256, br, [8 * m * m] * m) == 4 * 256 * m * m * sum(n - 1 for n in br)
-    assert plain_error(997, (10, 10, 10), [72.0] * 3) == 966384  # padded, notes 2.6
+    assert plain_error(997, (10, 10, 10), [72.0] * 3) == 966384  # padded (K-bar 1000)
     # noise-free covering sums are the true cumulative counts
     K, br = 997, [10, 10, 10]
     bins = np.random.default_rng(0).integers(0, K, 500)
@@ -177,7 +177,7 @@ def test_theorem_iv1_against_monte_carlo(br):
 def test_gls_is_about_a_third_of_plain_for_16x16():
     plain, gls, exact = _mc_plain_and_gls(256, (16, 16), 600, np.random.default_rng(7), N=20000)
     ratio = gls.mean() / exact
-    assert abs(ratio - 41040 / 122880) < 0.03, ratio  # notes 3.2: exact GLS 41,040 vs plain 122,880
+    assert abs(ratio - 41040 / 122880) < 0.03, ratio  # exact weighted least squares 41,040 vs plain 122,880
 
 
 def _brute(h, N, loss):
@@ -213,7 +213,7 @@ def test_pava_is_the_l2_relaxation_of_the_trellis():
 
 def test_sec_vi3_reproduction():
     """K = 997, N = 900, eps = 0.1, histogram mechanism (Laplace 20), 100 runs:
-    mean unsquared l1 / l2 errors of F raw and consistent (notes 4.3)."""
+    mean unsquared l1 / l2 errors of F raw and consistent (the CDF tree paper, Sec. VI-3)."""
     K, N, eps = 997, 900, 0.1
     rng = np.random.default_rng(0)
     r1, c1, r2, c2 = [], [], [], []

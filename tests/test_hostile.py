@@ -280,7 +280,7 @@ def test_absurd_host_work_is_refused_before_allocating_by_assemble_and_plan():
     """Frames a device makes (noise within its cap) whose assembly would need
     more than ram.HOST_MEMORY: assemble refuses from the public parameters,
     naming them and the need, before allocating; plan refuses the same config
-    with the same message (one function, plan.require_host_memory)."""
+    with the same message (one function, ram.require_host_memory)."""
     from edgesynth.mechanisms.cdf.plan import plan_cdf
     from edgesynth.mechanisms import assemble
     from edgesynth.mechanisms.profile.plan import plan_profile
@@ -320,7 +320,7 @@ def test_the_privhp_planner_only_chooses_what_the_host_can_assemble(monkeypatch)
 
 def test_host_needs_bound_the_measured_peaks():
     """The need functions are upper bounds of what assembling really takes
-    (tracemalloc; profile_invert.inversion_need also covers the FFT's untraced
+    (tracemalloc; the profile's inversion_need also covers the FFT's untraced
     scratch, seen in the RSS)."""
     from edgesynth.mechanisms.privhp.generator import assemble_privhp
     from edgesynth.mechanisms.cdf.estimate import gls_need

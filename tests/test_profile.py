@@ -105,7 +105,7 @@ def test_algorithms_2_and_3_give_a_valid_accurate_profile():
 
 
 def _poisson_case(rng, eps, d=20000, n=14):
-    """notes 4.2(b): Poisson(3) counts capped at n = 14; (true profile, noisy counts)."""
+    """bench_profile's case: Poisson(3) counts capped at n = 14; (true profile, noisy counts)."""
     h = np.minimum(rng.poisson(3, d), n)
     return np.bincount(h, minlength=n + 1) / d, noisy(h, eps, rng)
 
@@ -116,7 +116,7 @@ def _pnorm(e, p):
 
 @pytest.mark.parametrize("eps", [0.5, 1.0])
 def test_fast_and_exact_solve_the_same_problem(eps):
-    """Apples to apples (notes 2.6-2.10): Algorithm 2's residual |delta|/||w||_q
+    """Apples to apples (the paper's (P) and (P2), §4.2-4.3): Algorithm 2's residual |delta|/||w||_q
     is the optimum of the relaxation (P2), found again by a dense solve of
     (P2); it bounds the exact (P) in the same norm from below, and (P) bounds
     the (P)-objective of Algorithm 3's output from below. On the noiseless
@@ -141,7 +141,7 @@ def test_fast_and_exact_solve_the_same_problem(eps):
 
 @pytest.mark.parametrize("eps", [0.5, 1.0])
 def test_fast_is_within_ten_percent_of_the_exact_problem_in_its_own_norm(eps):
-    """notes 4.3: Algorithms 2 + 3 with norm p against (P) solved exactly in
+    """bench_profile's fast-vs-exact table: Algorithms 2 + 3 with norm p against (P) solved exactly in
     the same norm (HiGHS LP for p = 1, inf; SLSQP QP for p = 2), l1 error to
     the true profile, Poisson(3), d = 20,000, n = 14.
 

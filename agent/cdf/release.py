@@ -12,7 +12,7 @@ def prepare():
 
 
 def encode(m, enc):
-    """Write the state as one msgpack map (docs/wire-format.md, section 9)."""
+    """Write the state as one msgpack map (docs/mechanisms/cdf.md, "Wire map")."""
     prepare()
     K = _K
     enc.map(len(NAMES))

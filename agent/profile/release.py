@@ -13,7 +13,7 @@ def prepare():
 
 
 def encode(m, enc):
-    """Write the state as one msgpack map (docs/wire-format.md, section 10)."""
+    """Write the state as one msgpack map (docs/mechanisms/profile.md, "Wire map")."""
     prepare()
     K = _K
     enc.map(len(NAMES))

@@ -1,5 +1,5 @@
 """Host view of a CDF tree state: schema check of the decoded map, per-channel
-level arrays, noise variances, merge (docs/wire-format.md section 9)."""
+level arrays, noise variances, merge (docs/mechanisms/cdf.md, "Wire map")."""
 import hashlib
 import math
 

@@ -1,5 +1,5 @@
 """Host view of a profile sketch: schema check of the decoded map and the
-public parameters that inversion needs (docs/wire-format.md section 10)."""
+public parameters that inversion needs (docs/mechanisms/profile.md, "Wire map")."""
 import hashlib
 import math
 
