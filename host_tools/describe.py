@@ -3,6 +3,7 @@ import json
 
 from edgesynth.errors import FrameError, InputError
 from edgesynth.frames import MAGIC, iter_file_frames, read_into
+from edgesynth.mechanisms import load_generator
 
 MAX_INSPECT = 512 << 20  # bytes of a generator or config; frame files are streamed, any size
 
@@ -24,7 +25,6 @@ def describe(path, key=None):
         raise InputError("%s: larger than %d bytes" % (path, MAX_INSPECT))
     if data.lstrip()[:1] == b"{":
         return _config(path, data)
-    from edgesynth.mechanisms import load_generator
     try:
         gen = load_generator(data, path)
     except InputError:

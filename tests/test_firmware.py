@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import pytest
 
+from edgesynth import ccore
 from edgesynth.runtimes import native
 from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.errors import InputError
@@ -58,7 +59,7 @@ def test_qemu_frames_identical_to_cpython(qemu, cpu, case):
     cfg = _cfg(case)
     kw = dict(seed=seed, device_id="dev-qemu", epoch=11, seq=4, key=key)
     want = bytes(run_cpython(cfg, as_readings(data, cfg), **kw))
-    p = native.core_params(cfg)
+    p = ccore.core_params(cfg)
     if cpu == "cortex-m0plus" and p["mem_bytes"] + 256 + 2048 > M0_RAM:
         # the link-time RAM budget refuses it, with the overflow figure
         with pytest.raises(InputError, match="does not fit microbit's 16K of RAM"):
@@ -144,7 +145,7 @@ def test_firmware_build_report(arm, cpu):
     # the noise is drawn through the ops tables: es_agent_init's chain reaches the
     # DRBG's SHA-256 below every kind's draw_noise, deeper than laying out a state
     assert r["stack"]["es_agent_init"] > r["stack"]["es_privhp_init"] + 200
-    assert r["counters_bytes"] == native.core_params(cfg)["mem_bytes"] == 5420
+    assert r["counters_bytes"] == ccore.core_params(cfg)["mem_bytes"] == 5420
     st = r["state"]
     assert r["state_bytes"] == st["es_privhp_t"] + st["es_cdf_t"] + st["es_profile_t"] + st["es_agent_t"]
     assert r["ram_bytes"] == r["counters_bytes"] + r["state_bytes"]
@@ -205,7 +206,7 @@ def _gcc(tmp_path, header, main_c, *flags):
         pytest.skip("no host gcc")
     (tmp_path / "es_config.h").write_text(header)
     (tmp_path / "main.c").write_text(main_c)
-    inc = native.includedir()
+    inc = ccore.includedir()
     srcs = [os.path.join(inc, f) for f in sorted(os.listdir(inc)) if f.endswith(".c")]
     exe = tmp_path / "prog"
     subprocess.run(["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), "-I", inc]

@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from edgesynth import agent
+from edgesynth import agent, ccore
 from edgesynth.agent.dlap import discrete_laplace
 from edgesynth.agent.errors import ConfigError, SealedError
 from edgesynth.agent.hashing import derive_params
@@ -264,7 +264,7 @@ def test_c_core_refuses_exactly_the_device_ids_python_refuses(ffi_lib):
 
 
 def test_every_runtime_refuses_a_bad_device_id_alike():
-    """The host checks the id first (device_bytes), with one message on the
+    """The host checks the id first (agent.wire.device_id_bytes), with one message on the
     cpython, native and qemu runtimes; the qemu run is refused before any build."""
     from edgesynth.errors import InputError
     from edgesynth.runtimes.qemu import run_qemu
@@ -469,7 +469,7 @@ def test_noise_scale_cap_refused_like_python():
 
 def test_includedir_ships_the_core():
     import os
-    inc = native.includedir()
+    inc = ccore.includedir()
     for f in ("es_core.h", "es_privhp.c", "es_dlap.c", "es_drbg.c", "es_sha256.c", "es_msgpack.c"):
         assert os.path.isfile(os.path.join(inc, f))
 

@@ -36,6 +36,7 @@ import stat
 import urllib.parse
 
 from edgesynth.errors import InputError, StoreError, StoreWriteError
+from edgesynth.frames import parse_frame
 from edgesynth.outputs import fsync_dir
 
 APPLICATION_ID = int.from_bytes(b"ESst", "big")  # SQLite header bytes 68..71
@@ -276,7 +277,6 @@ class Store:
         Several configurations without a ``config_id`` filter is an error that
         lists them, since frames of different configurations do not merge.
         """
-        from edgesynth.frames import parse_frame
         sql, args = "SELECT device, epoch, seq, config_id, raw FROM frames", []
         where = []
         if devices:

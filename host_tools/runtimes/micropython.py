@@ -6,6 +6,7 @@ sizes are 32-bit equivalents: "32K" runs with ``-X heapsize=32wK``, which on
 the 64-bit unix build doubles the bytes to hold the same objects a 32-bit MCU
 would (the ``w`` suffix counts 32-bit words; docs/deployment.md).
 """
+import json
 import os
 import shutil
 import struct
@@ -14,6 +15,7 @@ import tempfile
 
 from edgesynth.config import for_device
 from edgesynth.errors import InputError
+from edgesynth.targets.bundle import cached_host_bundle
 
 TIMEOUT = 3600  # seconds; a hung interpreter must not hang the CLI forever
 
@@ -39,7 +41,6 @@ def heap_flag(nbytes, words=True):
 def device_bundle():
     """Directory with the agent, shims and driver compiled to .mpy, as a device
     would load them (host_tools/targets/bundle.py); rebuilt when the sources change."""
-    from edgesynth.targets.bundle import cached_host_bundle
     driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mp_driver.py")
     return cached_host_bundle(extra=[("mp_driver.py", driver)])
 
@@ -60,7 +61,6 @@ def _bytes(seed):
 
 def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, words=True, seq=0):
     """One interpreter run; returns (status, frame bytes or None, last output line)."""
-    import json
     exe = find_micropython()
     bundle = device_bundle()
     int_channels = [isinstance(v, int) for v in rows[0]] if rows else [False] * len(cfg["mechanisms"][0]["lo"])

@@ -6,28 +6,30 @@
     frame = a.release()             # bytes, identical to agent.Agent's
 
 Every mechanism kind runs in C (privhp, cdf, profile), one or several per
-device. The config is parsed and validated by the Python agent's own code
-(``parse`` of agent/privhp/build.py, cdf_build.py, profile_build.py; the kind
-and budget checks of agent/spec.py, the column routes of agent/device.py), then its numbers are handed to C; the
-noise, hashes, update and frame are the C core's. Per mechanism, integer
+device. The config is parsed and validated by the Python agent's own code,
+then its numbers are handed to C (host_tools/ccore.py, shared with the qemu
+runtime and the firmware build); the noise, hashes, update and frame are the
+C core's. Per mechanism, integer
 readings on integer bounds take the integer path (es_privhp_i32.c, es_cdf.c);
 anything else takes the float path (es_privhp_f64.c, es_cdf_f64.c), which
 repeats the Python agent's float operations exactly. Profile ids are int32.
 
 Where the extension was not built (no C compiler at install), ``NativeAgent``
 is the Python agent plus the vectorised ingestion of host_tools/runtimes/vectorized.py,
-with a visible warning: same bytes, slower. ``includedir()`` gives firmware
-builds the C headers and sources.
+with a visible warning: same bytes, slower.
 """
 import math
-import numbers
-import os
-import struct
 import warnings
 
 import numpy as np
 
+from edgesynth import agent
 from edgesynth.agent.errors import ConfigError, SealedError, SEALED
+from edgesynth.agent.wire import device_id_bytes
+from edgesynth.ccore import EXACT_F64, INT32_MAX, INT32_MIN, core_params, core_readings, is_int
+from edgesynth.errors import InputError
+from edgesynth.firmware_shims import entropy as platform_entropy
+from edgesynth.runtimes.vectorized import ingest_agent
 
 try:
     from edgesynth.runtimes._es_native import ffi, lib
@@ -35,18 +37,9 @@ except ImportError:  # not built: pure-Python fallback below
     ffi = lib = None
 
 ES_OK, ES_E_CONFIG, ES_E_MEMORY, ES_E_SEALED, ES_E_FULL, ES_E_ENTROPY, ES_E_RANGE = 0, -1, -2, -3, -4, -5, -6
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-INT32_SAFE = (INT32_MIN + 1, INT32_MAX - 1)   # int bounds the i32 paths take (readings clip outside)
-EXACT_F64 = 1 << 53                            # integer bounds exact as doubles
 FALLBACK_WARNING = ("edgesynth: the native core (host_tools._es_native) is not built, probably no C "
                     "compiler at install; the native runtime falls back to the Python agent (same "
                     "frames, slower). Reinstall with a compiler: pip install -e .")
-
-
-def includedir():
-    """Directory holding es_core.h and the core's .c files (for firmware builds)."""
-    from edgesynth import agent
-    return os.path.join(os.path.dirname(os.path.abspath(agent.__file__)), "c")
 
 
 def available():
@@ -73,148 +66,6 @@ def _check(status, what):
     raise ConfigError("%s failed with status %d" % (what, status))
 
 
-def _f64_bits(v):
-    return struct.unpack("<Q", struct.pack("<d", float(v)))[0]
-
-
-def _is_int(v):
-    """An integer (Python or numpy), not a bool."""
-    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
-
-
-class _Fields:
-    """The public fields of one mechanism spec, as its builder's ``parse`` sets them."""
-    update = None  # agent.device.routes binds it; the C core updates instead
-
-
-def _parse(spec, i, factor):
-    from edgesynth.agent.cdf import build as cdf_build
-    from edgesynth.agent.privhp import build as privhp_build
-    from edgesynth.agent.profile import build as profile_build
-    from edgesynth.agent.wire import MECHANISMS
-    from edgesynth.agent.spec import spec_kind
-    m = _Fields()
-    m.kind = spec_kind(spec, i, MECHANISMS)
-    if m.kind == "privhp":
-        privhp_build.parse(m, spec)
-    elif m.kind == "cdf":
-        cdf_build.parse(m, spec, factor)
-    else:
-        profile_build.parse(m, spec, factor)
-    return m
-
-
-def validate(cfg):
-    """The Python agent's checks, without building it: returns (list of parsed
-    mechanism fields, relation factor, (eps num, den), the reading's column
-    names, per mechanism the indices of the columns it reads).
-
-    Raises ConfigError like ``agent.Agent``; integer bounds the C core cannot
-    hold exactly (2**53 and beyond) get a clear one too.
-    """
-    from edgesynth.agent import device
-    from edgesynth.agent.spec import check_budget
-    if not isinstance(cfg, dict) or cfg.get("format") != device.FORMAT:
-        raise ConfigError("config format must be %d" % device.FORMAT)
-    eps = device.ratio(cfg.get("epsilon"), "epsilon")
-    relation = cfg.get("relation", "add-remove")
-    if relation not in device.RELATIONS:
-        raise ConfigError("relation must be 'add-remove' or 'replace', got %r" % (relation,))
-    factor = device.RELATIONS[relation]
-    specs = cfg.get("mechanisms")
-    if not isinstance(specs, list) or not 1 <= len(specs) <= device.MAX_MECHANISMS:
-        raise ConfigError("config needs a list of 1..%d mechanisms" % device.MAX_MECHANISMS)
-    mechs = [_parse(spec, i, factor) for i, spec in enumerate(specs)]
-    for m in mechs:
-        for v in (m.lo + m.hi if m.kind != "profile" else []):
-            if _is_int(v) and abs(v) >= EXACT_F64:
-                raise ConfigError("the native core needs integer bounds below 2**53 in magnitude, got %d" % v)
-    check_budget(eps, [device.mechanism_class(m.kind).budget(m) for m in mechs])
-    inputs, routes = device.routes(cfg, mechs)
-    cols = [list(c) if c is not None else list(range(len(m.names))) for m, (_, c, _) in zip(mechs, routes)]
-    return mechs, factor, eps, inputs, cols
-
-
-def _bounds(m, exact_mask):
-    """Bound fields of a privhp or cdf C config. ``int_path``: every channel
-    has integer bounds in int32, so integer readings take the int32 update.
-    ``exact_mask`` True: int_mask marks integer bounds (the cdf's exact
-    binning); False: integer bounds in int32 (privhp's integer quantiser)."""
-    ints = [_is_int(a) and _is_int(b) for a, b in zip(m.lo, m.hi)]
-    safe = [i and INT32_SAFE[0] <= a and b <= INT32_SAFE[1] for i, a, b in zip(ints, m.lo, m.hi)]
-    mask = ints if exact_mask else safe
-    int_path = all(safe)
-    return int_path, [
-        ("int_mask", "uint16_t", sum(1 << i for i in range(m.d) if mask[i])),
-        ("lo_i", "int32_t[]", list(m.lo) if int_path else None),
-        ("hi_i", "int32_t[]", list(m.hi) if int_path else None),
-        ("lo_f", "double[]", [float(v) for v in m.lo]),
-        ("hi_f", "double[]", [float(v) for v in m.hi]),
-        ("lo_bits", "f64bits[]", [_f64_bits(v) for v in m.lo]),
-        ("hi_bits", "f64bits[]", [_f64_bits(v) for v in m.hi]),
-        ("names", "names", list(m.name_bytes))]
-
-
-def _privhp(m):
-    int_path, bounds = _bounds(m, exact_mask=False)
-    counters = (1 << (m.L + 1)) - 1 + (m.r - m.L) * m.j * m.w
-    params = (m.r - m.L) * m.j * (8 if m.sketch == "cs" else 4)
-    seed = m.hash_seed.encode()
-    fields = [("d", "uint8_t", m.d), ("r", "uint8_t", m.r), ("j", "uint8_t", m.j),
-              ("sketch", "uint8_t", 1 if m.sketch == "cs" else 0), ("k", "uint32_t", m.k),
-              ("w", "uint32_t", m.w), ("q", "uint64_t", m.q), ("clamp_p", "uint64_t", m.clamp_p),
-              ("sigma", "uint64_t[]", list(m.sigma))] + bounds + [
-        ("hash_seed", "bytes", seed), ("hash_seed_len", "uint16_t", len(seed))]
-    # es_privhp_mem_size: int32 counters, then uint16 hash parameters padded to 4 bytes
-    return int_path, 4 * counters + ((2 * params + 3) & ~3), fields
-
-
-def _cdf(m):
-    int_path, bounds = _bounds(m, exact_mask=True)
-    fields = [("d", "uint8_t", m.d), ("m", "uint8_t", len(m.branching)), ("K", "uint32_t", m.K),
-              ("branching", "uint32_t[]", list(m.branching)), ("q", "uint64_t", m.q),
-              ("sigma", "uint64_t[]", list(m.sigma))] + bounds
-    return int_path, 4 * m.d * sum(m.widths), fields
-
-
-def _profile(m):
-    seed = m.sample_seed.encode() if m.bits else b""   # C derives the Feistel keys from it
-    fields = [("lo", "uint32_t", m.lo), ("hi", "uint32_t", m.hi), ("cap", "uint32_t", m.cap),
-              ("p", "uint64_t", m.p), ("q", "uint64_t", m.q), ("bits", "uint8_t", m.bits),
-              ("seed", "bytes", seed or None), ("seed_len", "uint16_t", len(seed)),
-              ("names", "names", list(m.name_bytes))]
-    return True, 4 * m.n, fields
-
-
-PARAMS = {"privhp": _privhp, "cdf": _cdf, "profile": _profile}
-
-
-def core_params(cfg):
-    """The numbers the C core takes, from a config the Python agent's checks
-    accept: shared by the cffi binding and the firmware config header
-    (host_tools/targets/firmware.py).
-
-    Returns {"factor", "eps", "inputs" (a reading's column names), "mechs": [{"kind",
-    "cols" (reading columns it reads, in its channel order), "d", "int_path"
-    (integer readings take its int32 update), "mem_bytes" (es_<kind>_mem_size),
-    "fields": [(C field, C type, value), ...] in the C struct's order, "bounds":
-    (lo, hi) as the config gives them}]}.
-    """
-    mechs, factor, eps, inputs, cols = validate(cfg)
-    out = []
-    for m, c in zip(mechs, cols):
-        int_path, mem, fields = PARAMS[m.kind](m)
-        out.append({"kind": m.kind, "cols": c, "d": len(c), "int_path": int_path, "mem_bytes": mem,
-                    "fields": fields, "bounds": (list(m.lo), list(m.hi)) if m.kind != "profile" else ([], [])})
-    return {"factor": factor, "eps": eps, "inputs": inputs, "mechs": out,
-            "mem_bytes": sum(p["mem_bytes"] for p in out)}
-
-
-def device_bytes(device_id):
-    from edgesynth.agent.wire import device_id_bytes
-    return device_id_bytes(device_id)
-
-
 def _as_double(v, lo, hi):
     """Reading ``v`` of a channel bounded by [lo, hi] as the float paths take it.
 
@@ -222,27 +73,12 @@ def _as_double(v, lo, hi):
     only in the arithmetic inside the box. Beyond 2**53 rounding could put a
     reading outside the box onto a bound, so such a reading becomes +-inf;
     inside the box it is float(v), as in Python's arithmetic."""
-    if _is_int(v) and abs(v) > EXACT_F64:
+    if is_int(v) and abs(v) > EXACT_F64:
         if v > hi:
             return math.inf
         if v < lo:
             return -math.inf
     return float(v)
-
-
-def core_readings(data, int_path):
-    """("i32", int32 rows) when the integer path applies (integer bounds,
-    integral readings; values outside int32 clip, which keeps their cell since
-    the bounds sit inside INT32_SAFE), else ("f64", float64 rows)."""
-    data = np.asarray(data)
-    if int_path:
-        ints = data if data.dtype.kind in "iu" else None
-        if ints is None and data.dtype.kind == "f" and np.all(np.abs(data) < 2 ** 53) \
-                and np.all(data == np.floor(data)):
-            ints = data.astype(np.int64)
-        if ints is not None:
-            return "i32", np.ascontiguousarray(np.clip(ints, INT32_MIN, INT32_MAX), dtype=np.int32)
-    return "f64", np.ascontiguousarray(data, dtype=np.float64)
 
 
 class _Mech:
@@ -276,8 +112,8 @@ class _Mech:
     def reading(self, values):
         """(update function, C buffer) for one reading's values (its channel
         order); ValueError before anything is counted if it cannot take them."""
-        if self.kind == "profile" or (self.int_path and all(_is_int(v) for v in values)):
-            if not _is_int(values[0]):
+        if self.kind == "profile" or (self.int_path and all(is_int(v) for v in values)):
+            if not is_int(values[0]):
                 raise ValueError("profile ids must be integers, got %r" % (values[0],))
             return self._i32, ffi.new("int32_t[]", [min(max(int(v), INT32_MIN), INT32_MAX) for v in values])
         return self._f64, ffi.new("double[]", [_as_double(v, a, b) for v, a, b in zip(values, self.lo, self.hi)])
@@ -310,9 +146,9 @@ class NativeAgent:
 
     def __init__(self, cfg, seed=None, device_id="device", epoch=0, seq=0, key=None):
         p = core_params(cfg)
-        dev = device_bytes(device_id)
+        dev = device_id_bytes(device_id)
         for name, v in (("epoch", epoch), ("seq", seq)):
-            if not _is_int(v) or not 0 <= v < 1 << 32:
+            if not is_int(v) or not 0 <= v < 1 << 32:
                 raise ConfigError("%s must be an integer in [0, 2**32), got %r" % (name, v))
         self.inputs = len(p["inputs"])
         keep = self._keep = []  # cffi objects the C structs point into
@@ -324,8 +160,7 @@ class NativeAgent:
         self.mechs = [_Mech(m, p["factor"], new) for m in p["mechs"]]
         rng = ffi.new("es_drbg_t *")
         if seed is None:
-            from edgesynth.firmware_shims.entropy import gather
-            entropy, nonce = gather()
+            entropy, nonce = platform_entropy.gather()
             _check(lib.es_drbg_init(rng, entropy, len(entropy), nonce, len(nonce)), "DRBG")
         else:
             seed_b = seed.encode() if isinstance(seed, str) else bytes(seed)
@@ -377,7 +212,6 @@ class FallbackAgent:
     """The Python agent behind NativeAgent's API, where the core is not built."""
 
     def __init__(self, cfg, seed=None, device_id="device", epoch=0, seq=0, key=None):
-        from edgesynth import agent
         self._a = agent.Agent(cfg, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key)
 
     @property
@@ -388,7 +222,6 @@ class FallbackAgent:
         self._a.update(x)
 
     def update_rows(self, data):
-        from edgesynth.runtimes.vectorized import ingest_agent
         ingest_agent(self._a, np.asarray(data))
 
     def release(self):
@@ -398,7 +231,6 @@ class FallbackAgent:
 def run_native(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None, progress=None,
                block=1 << 16):
     """Frame bytes of the C core fed ``data`` (n, inputs) in batch calls."""
-    from edgesynth.errors import InputError
     try:
         a = NativeAgent(cfg, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key)
     except ConfigError as e:

@@ -17,8 +17,11 @@ import string
 import subprocess
 import tempfile
 
+from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.wire import device_id_bytes
+from edgesynth.ccore import core_readings, includedir
 from edgesynth.errors import InputError
-from edgesynth.targets.firmware import CPUS, _c_bytes, _params, config_header, includedir, sources, tool
+from edgesynth.targets.firmware import CPUS, _c_bytes, _params, config_header, sources, tool
 
 HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qemu_harness")
 # board: QEMU machine, flash, RAM (the real part's), stack reserve
@@ -102,11 +105,9 @@ def run_qemu(cfg, data, cpu="cortex-m4", seed=None, device_id="device", epoch=0,
 
     Without ``seed``, the board's entropy source returns ``entropy`` (default:
     ENTROPY_FILE_BYTES fresh from ``os.urandom``; tests pass broken ones)."""
-    from edgesynth.agent.errors import ConfigError
-    from edgesynth.runtimes.native import core_readings, device_bytes
     p = _params(cfg)
     try:
-        device_bytes(device_id)
+        device_id_bytes(device_id)
     except ConfigError as e:
         raise InputError("invalid device config: %s" % e)
     kind, rows = core_readings(data, all(m["int_path"] for m in p["mechs"]))

@@ -15,6 +15,9 @@ import numpy as np
 from edgesynth.config import with_names
 from edgesynth.errors import InputError
 from edgesynth.runtimes.cpython import run_cpython
+from edgesynth.runtimes.micropython import run_micropython
+from edgesynth.runtimes.native import run_native
+from edgesynth.runtimes.qemu import run_qemu
 from edgesynth.runtimes.vectorized import run_numpy
 
 RUNTIMES = ("cpython", "numpy", "micropython", "native", "qemu")
@@ -83,16 +86,13 @@ def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device
         return run_numpy(cfg, data, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
                          progress=progress)
     if runtime == "native":  # agent/c through cffi (host_tools/runtimes/native.py)
-        from edgesynth.runtimes.native import run_native
         return run_native(cfg, data, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
                           progress=progress)
     if runtime == "qemu":  # agent/c bare metal under qemu-system-arm (host_tools/runtimes/qemu.py)
-        from edgesynth.runtimes.qemu import run_qemu
         return run_qemu(cfg, data, cpu=cpu, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
                         progress=progress)
     rows = as_readings(data, cfg)
     if runtime == "micropython":
-        from edgesynth.runtimes.micropython import run_micropython
         return run_micropython(cfg, rows, heap, seed=seed, device_id=device_id, epoch=epoch, key=key,
                                progress=progress, seq=seq)
     return run_cpython(cfg, rows, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,

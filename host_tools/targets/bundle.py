@@ -11,13 +11,12 @@ the device needs several times its size transiently), which is what lets small
 heaps run the agent (docs/deployment.md).
 """
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-
-import json
 
 from edgesynth import agent, firmware_shims
 from edgesynth.config import for_device, load_config

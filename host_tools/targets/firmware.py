@@ -28,6 +28,8 @@ import shutil
 import subprocess
 import tempfile
 
+from edgesynth.agent.errors import ConfigError
+from edgesynth.ccore import core_params, includedir
 from edgesynth.errors import InputError
 
 CPUS = {
@@ -62,11 +64,6 @@ def _run(cmd, cwd):
         first = (res.stderr.strip().splitlines() or ["exit %d" % res.returncode])[0]
         raise InputError("%s failed: %s" % (os.path.basename(cmd[0]), first))
     return res.stdout
-
-
-def includedir():
-    from edgesynth.runtimes.native import includedir as inc
-    return inc()
 
 
 def sources(kinds, f64=False):
@@ -162,9 +159,7 @@ def gcc_version():
 
 
 def _params(cfg):
-    """native.core_params of ``cfg``, its ConfigError as the CLI's InputError."""
-    from edgesynth.agent.errors import ConfigError
-    from edgesynth.runtimes.native import core_params
+    """ccore.core_params of ``cfg``, its ConfigError as the CLI's InputError."""
     try:
         return core_params(cfg)
     except ConfigError as e:

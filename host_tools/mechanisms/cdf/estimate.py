@@ -12,7 +12,6 @@ of that level. All functions here are post-processing: they cost no privacy.
 import math
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 
 def suffix_products(branching):
@@ -133,6 +132,9 @@ def gls_leaves(levels, var, K, branching, root=None):
 
 def monotone_l2(h, top=None):
     """l2-nearest non-decreasing vector (PAVA), clipped to [0, top]."""
+    # scipy.optimize takes ~0.35 s to import: loaded by assembly, not by every
+    # importer of the mechanism registry (frames, ingest, the CLI)
+    from scipy.optimize import isotonic_regression
     out = isotonic_regression(np.asarray(h, dtype=float), increasing=True).x
     return np.clip(out, 0.0, top if top is not None else np.inf)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
-from edgesynth.mechanisms.privhp.growth import generator_need, grow, leaf_boxes, leaf_count, privhp_host_need
+from edgesynth.mechanisms.privhp.growth import Leaves, generator_need, grow, leaf_boxes, leaf_count, privhp_host_need
 from edgesynth.merge import merge_states, refuse_force_sum
 from edgesynth.ram import require_host_memory
 from edgesynth.mechanisms.privhp.wire import MAX_CHANNELS
@@ -102,7 +102,6 @@ class Generator:
         # the leaf boxes take 56 d bytes per leaf, 13 in the file: bounded before they are built
         require_host_memory(generator_need(level.size, d), "%s: loading a generator of %d leaves over %d channel(s)"
                             % (source, level.size, d))
-        from edgesynth.mechanisms.privhp.growth import Leaves
         return cls(m["names"], lo, hi, Leaves(level, path, mass), m.get("meta", {}))
 
     def summary(self):

@@ -9,6 +9,7 @@ writes straight into the agent's ``array`` buffers through numpy views, one
 """
 import numpy as np
 
+from edgesynth.agent.errors import SealedError, SEALED
 from edgesynth.agent.hashing import LIMB_BITS, LIMB_MASK, P as HASH_P
 
 BLOCK = 1 << 14  # rows per block: the ~10 live temporaries (128 KiB each) stay in L2; 1 << 16 ran 25-35% slower (benchmarks/bench_speed.py)
@@ -31,7 +32,6 @@ def _channel(col, lo, hi, span):
 def ingest(mech, data):
     """Add every row of ``data`` (n, d) to PrivHP state ``mech`` in place."""
     if mech.sealed:
-        from edgesynth.agent.errors import SealedError, SEALED
         raise SealedError(SEALED)
     data = np.asarray(data, dtype=np.float64)
     if data.ndim != 2 or data.shape[1] != mech.d:

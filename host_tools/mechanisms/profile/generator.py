@@ -18,6 +18,7 @@ import numpy as np
 
 from edgesynth.errors import InputError, MergeError
 from edgesynth.genfile import read_file_map
+from edgesynth.merge import unique_releases
 from edgesynth.ram import require_host_memory
 from edgesynth.mechanisms.profile.invert import DEFAULT_BETA, DEFAULT_P, inversion_need, invert, naive_profile, profile_what, tails, thresholds, unfold
 
@@ -97,7 +98,6 @@ def _segments(states, force):
 
 def assemble_profile(releases, force_sum=False, p=DEFAULT_P, beta=DEFAULT_BETA, seed=0):
     """Invert the profile sketches of ``releases``; returns a ProfileResult."""
-    from edgesynth.merge import unique_releases
     used = unique_releases(releases)
     states = [m for rel in used for m in rel.mechs if m.kind == "profile"]
     if not states:

@@ -24,7 +24,6 @@ All of this is post-processing of the release.
 import math
 
 import numpy as np
-from scipy.fft import irfft, next_fast_len, rfft
 
 from edgesynth.errors import InversionError
 
@@ -89,6 +88,9 @@ def invert(values, n, alpha, beta=DEFAULT_BETA, p=DEFAULT_P, k=1):
     lower bound on the optimum of (P).
     Raises InversionError when lambda_min <= 0.
     """
+    # scipy.fft takes ~0.25 s to import: loaded by assembly, not by every
+    # importer of the mechanism registry (frames, ingest, the CLI)
+    from scipy.fft import irfft, next_fast_len, rfft
     values = np.asarray(values, dtype=np.int64)
     d = values.size
     tau = truncation(d, alpha, beta)

@@ -1,0 +1,179 @@
+"""The C core (agent/c) seen from the host: where its files are and the
+numbers it takes for a device config.
+
+Shared by the native runtime (host_tools/runtimes/native.py, through cffi), the
+qemu runtime (host_tools/runtimes/qemu.py) and the firmware build and config header
+(host_tools/targets/firmware.py), which so need not import one another. A config is
+parsed and validated by the Python agent's own code (``parse`` of
+agent/<kind>/build.py, the kind and budget checks of agent/spec.py, the column
+routes of agent/device.py): the C core takes exactly the configs the Python
+agent takes.
+"""
+import numbers
+import os
+import struct
+
+import numpy as np
+
+from edgesynth import agent
+from edgesynth.agent import device
+from edgesynth.agent.cdf import build as cdf_build
+from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.privhp import build as privhp_build
+from edgesynth.agent.profile import build as profile_build
+from edgesynth.agent.spec import check_budget, spec_kind
+from edgesynth.agent.wire import MECHANISMS
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT32_SAFE = (INT32_MIN + 1, INT32_MAX - 1)   # int bounds the i32 paths take (readings clip outside)
+EXACT_F64 = 1 << 53                            # integer bounds exact as doubles
+
+
+def includedir():
+    """Directory holding es_core.h and the core's .c files (for firmware builds)."""
+    return os.path.join(os.path.dirname(os.path.abspath(agent.__file__)), "c")
+
+
+def _f64_bits(v):
+    return struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+
+
+def is_int(v):
+    """An integer (Python or numpy), not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+class _Fields:
+    """The public fields of one mechanism spec, as its builder's ``parse`` sets them."""
+    update = None  # agent.device.routes binds it; the C core updates instead
+
+
+def _parse(spec, i, factor):
+    m = _Fields()
+    m.kind = spec_kind(spec, i, MECHANISMS)
+    if m.kind == "privhp":
+        privhp_build.parse(m, spec)
+    elif m.kind == "cdf":
+        cdf_build.parse(m, spec, factor)
+    else:
+        profile_build.parse(m, spec, factor)
+    return m
+
+
+def validate(cfg):
+    """The Python agent's checks, without building it: returns (list of parsed
+    mechanism fields, relation factor, (eps num, den), the reading's column
+    names, per mechanism the indices of the columns it reads).
+
+    Raises ConfigError like ``agent.Agent``; integer bounds the C core cannot
+    hold exactly (2**53 and beyond) get a clear one too.
+    """
+    if not isinstance(cfg, dict) or cfg.get("format") != device.FORMAT:
+        raise ConfigError("config format must be %d" % device.FORMAT)
+    eps = device.ratio(cfg.get("epsilon"), "epsilon")
+    relation = cfg.get("relation", "add-remove")
+    if relation not in device.RELATIONS:
+        raise ConfigError("relation must be 'add-remove' or 'replace', got %r" % (relation,))
+    factor = device.RELATIONS[relation]
+    specs = cfg.get("mechanisms")
+    if not isinstance(specs, list) or not 1 <= len(specs) <= device.MAX_MECHANISMS:
+        raise ConfigError("config needs a list of 1..%d mechanisms" % device.MAX_MECHANISMS)
+    mechs = [_parse(spec, i, factor) for i, spec in enumerate(specs)]
+    for m in mechs:
+        for v in (m.lo + m.hi if m.kind != "profile" else []):
+            if is_int(v) and abs(v) >= EXACT_F64:
+                raise ConfigError("the native core needs integer bounds below 2**53 in magnitude, got %d" % v)
+    check_budget(eps, [device.mechanism_class(m.kind).budget(m) for m in mechs])
+    inputs, routes = device.routes(cfg, mechs)
+    cols = [list(c) if c is not None else list(range(len(m.names))) for m, (_, c, _) in zip(mechs, routes)]
+    return mechs, factor, eps, inputs, cols
+
+
+def _bounds(m, exact_mask):
+    """Bound fields of a privhp or cdf C config. ``int_path``: every channel
+    has integer bounds in int32, so integer readings take the int32 update.
+    ``exact_mask`` True: int_mask marks integer bounds (the cdf's exact
+    binning); False: integer bounds in int32 (privhp's integer quantiser)."""
+    ints = [is_int(a) and is_int(b) for a, b in zip(m.lo, m.hi)]
+    safe = [i and INT32_SAFE[0] <= a and b <= INT32_SAFE[1] for i, a, b in zip(ints, m.lo, m.hi)]
+    mask = ints if exact_mask else safe
+    int_path = all(safe)
+    return int_path, [
+        ("int_mask", "uint16_t", sum(1 << i for i in range(m.d) if mask[i])),
+        ("lo_i", "int32_t[]", list(m.lo) if int_path else None),
+        ("hi_i", "int32_t[]", list(m.hi) if int_path else None),
+        ("lo_f", "double[]", [float(v) for v in m.lo]),
+        ("hi_f", "double[]", [float(v) for v in m.hi]),
+        ("lo_bits", "f64bits[]", [_f64_bits(v) for v in m.lo]),
+        ("hi_bits", "f64bits[]", [_f64_bits(v) for v in m.hi]),
+        ("names", "names", list(m.name_bytes))]
+
+
+def _privhp(m):
+    int_path, bounds = _bounds(m, exact_mask=False)
+    counters = (1 << (m.L + 1)) - 1 + (m.r - m.L) * m.j * m.w
+    params = (m.r - m.L) * m.j * (8 if m.sketch == "cs" else 4)
+    seed = m.hash_seed.encode()
+    fields = [("d", "uint8_t", m.d), ("r", "uint8_t", m.r), ("j", "uint8_t", m.j),
+              ("sketch", "uint8_t", 1 if m.sketch == "cs" else 0), ("k", "uint32_t", m.k),
+              ("w", "uint32_t", m.w), ("q", "uint64_t", m.q), ("clamp_p", "uint64_t", m.clamp_p),
+              ("sigma", "uint64_t[]", list(m.sigma))] + bounds + [
+        ("hash_seed", "bytes", seed), ("hash_seed_len", "uint16_t", len(seed))]
+    # es_privhp_mem_size: int32 counters, then uint16 hash parameters padded to 4 bytes
+    return int_path, 4 * counters + ((2 * params + 3) & ~3), fields
+
+
+def _cdf(m):
+    int_path, bounds = _bounds(m, exact_mask=True)
+    fields = [("d", "uint8_t", m.d), ("m", "uint8_t", len(m.branching)), ("K", "uint32_t", m.K),
+              ("branching", "uint32_t[]", list(m.branching)), ("q", "uint64_t", m.q),
+              ("sigma", "uint64_t[]", list(m.sigma))] + bounds
+    return int_path, 4 * m.d * sum(m.widths), fields
+
+
+def _profile(m):
+    seed = m.sample_seed.encode() if m.bits else b""   # C derives the Feistel keys from it
+    fields = [("lo", "uint32_t", m.lo), ("hi", "uint32_t", m.hi), ("cap", "uint32_t", m.cap),
+              ("p", "uint64_t", m.p), ("q", "uint64_t", m.q), ("bits", "uint8_t", m.bits),
+              ("seed", "bytes", seed or None), ("seed_len", "uint16_t", len(seed)),
+              ("names", "names", list(m.name_bytes))]
+    return True, 4 * m.n, fields
+
+
+PARAMS = {"privhp": _privhp, "cdf": _cdf, "profile": _profile}
+
+
+def core_params(cfg):
+    """The numbers the C core takes, from a config the Python agent's checks
+    accept: shared by the cffi binding and the firmware config header
+    (host_tools/targets/firmware.py) alike.
+
+    Returns {"factor", "eps", "inputs" (a reading's column names), "mechs": [{"kind",
+    "cols" (reading columns it reads, in its channel order), "d", "int_path"
+    (integer readings take its int32 update), "mem_bytes" (es_<kind>_mem_size),
+    "fields": [(C field, C type, value), ...] in the C struct's order, "bounds":
+    (lo, hi) as the config gives them}]}.
+    """
+    mechs, factor, eps, inputs, cols = validate(cfg)
+    out = []
+    for m, c in zip(mechs, cols):
+        int_path, mem, fields = PARAMS[m.kind](m)
+        out.append({"kind": m.kind, "cols": c, "d": len(c), "int_path": int_path, "mem_bytes": mem,
+                    "fields": fields, "bounds": (list(m.lo), list(m.hi)) if m.kind != "profile" else ([], [])})
+    return {"factor": factor, "eps": eps, "inputs": inputs, "mechs": out,
+            "mem_bytes": sum(p["mem_bytes"] for p in out)}
+
+
+def core_readings(data, int_path):
+    """("i32", int32 rows) when the integer path applies (integer bounds,
+    integral readings; values outside int32 clip, which keeps their cell since
+    the bounds sit inside INT32_SAFE), else ("f64", float64 rows)."""
+    data = np.asarray(data)
+    if int_path:
+        ints = data if data.dtype.kind in "iu" else None
+        if ints is None and data.dtype.kind == "f" and np.all(np.abs(data) < 2 ** 53) \
+                and np.all(data == np.floor(data)):
+            ints = data.astype(np.int64)
+        if ints is not None:
+            return "i32", np.ascontiguousarray(np.clip(ints, INT32_MIN, INT32_MAX), dtype=np.int32)
+    return "f64", np.ascontiguousarray(data, dtype=np.float64)
