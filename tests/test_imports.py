@@ -44,7 +44,6 @@ MICROPYTHON |= {"u" + m for m in MICROPYTHON if not m.startswith("u")}
 UNLOAD = "device unloads construction code after the noise is drawn (agent.device.CONSTRUCTION)"
 RELEASE = "device loads release code once construction code is unloaded: peak heap is counters + one phase"
 HEAP = "device heap: loaded only by a device whose config or calls use it"
-CLI = "TODO cli helper"  # files of the library/CLI rework; the lead closes these
 AGENT_TODO = "TODO agent: redundant, the package __init__ or a module-level import loads it already"
 FUNCTION_LEVEL = {
     (AGENT + ".cdf", AGENT + ".cdf.build"): UNLOAD,
@@ -64,13 +63,7 @@ FUNCTION_LEVEL = {
     (AGENT + ".ledger", AGENT + ".device"): AGENT_TODO + " (ledger imports ratio from .device at module level)",
     (AGENT + ".persist", AGENT + ".device"): AGENT_TODO + " (ledger, persist's importer, loads .device; no cycle)",
     (HOST + ".runtimes.mp_driver", AGENT): "a script MicroPython runs, not a host module: the bundle's `agent`",
-    (HOST + ".cli", HOST + ".cli"): CLI + ": the module imports itself",
 }
-FUNCTION_LEVEL.update({(HOST + ".cli", HOST + "." + m): CLI for m in (
-    "budget", "config", "data.csvio", "demo", "describe", "evaluation.metrics", "fleet.ingest", "fleet.keys",
-    "fleet.store", "frames", "mechanisms", "mechanisms.cdf.plan", "mechanisms.privhp.plan",
-    "mechanisms.profile.plan", "ram", "runtimes.simulate", "runtimes.windows", "targets.bundle",
-    "targets.deploy", "targets.firmware")})
 
 
 def _within(name, package):
