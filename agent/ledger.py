@@ -31,7 +31,7 @@ Rules (privacy rule 5, docs/trust.md section 6):
 Epsilon is kept as an exact fraction of integers (no floats on the device).
 """
 from .wire import device_id_bytes
-from .device import ratio
+from .device import Agent, ratio
 from .errors import BudgetError, ConfigError, SealedError, StateError
 from .persist import fingerprint, identity, newest, restore, save, save_genesis, state_key
 from .shims import shim
@@ -187,7 +187,6 @@ class Device:
         self._unsafe = False
 
     def _start(self, epoch, seq):
-        from .device import Agent
         self.agent = None  # the old counters go before the new ones are allocated
         seed = None if self.seed is None else bytes(self.seed) + b"-" + str(epoch).encode()
         self.agent = Agent(self.cfg, seed=seed, device_id=self.device_id, epoch=epoch, seq=seq, key=self.key)

@@ -29,6 +29,10 @@ state record stops the device (StateError): docs/trust.md section 6.
 """
 import json
 
+from .device import Agent
+from .errors import BudgetError, ConfigError
+from .shims import shim
+
 
 def _identity(dev):
     """``(device id, key or None)`` of a "device" block: from the credentials
@@ -38,7 +42,6 @@ def _identity(dev):
     if path is None:
         return dev.get("id", "device"), None
     import binascii
-    from .errors import ConfigError
     with open(path) as fh:
         try:
             cred = json.load(fh)
@@ -56,7 +59,6 @@ def _identity(dev):
 
 
 def _ledgered(cfg):
-    from .errors import ConfigError
     dev = cfg.get("device", {})
     device_id, key = _identity(dev)
     if key is None:
@@ -88,7 +90,6 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
     ``sink(buf, n)`` receives frame bytes (default: append to the "out" file).
     Returns the number of frames released.
     """
-    from .device import Agent
     with open(config_path) as fh:
         cfg = json.load(fh)
     dev = cfg.get("device", {})
@@ -102,10 +103,8 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
     else:
         device_id, key = _identity(dev)
     if sensor is None:
-        from .shims import shim
         sensor = shim("sensors").AdcSensor(dev.get("adc_pins", [26]))
     if clock is None:
-        from .shims import shim
         clock = shim("sensors").TicksClock()
     out = None
     if sink is None:
@@ -138,7 +137,6 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
 
 
 def _run_ledgered(d, every, sensor, clock, sink, sample_ms, release_ms, max_epochs):
-    from .errors import BudgetError
     released = 0
     if d.sealed:  # rebooted after a release: resend it (free), then a new window
         d.release(sink)

@@ -36,6 +36,7 @@ import json
 import os
 import sys
 
+from .device import Agent
 from .errors import StateError
 from .shims import shim
 
@@ -232,7 +233,6 @@ def restore(path, hdr, cfg, fp, mac, key=None):
     """
     if hdr["fp"] != fp or hdr["order"] != sys.byteorder:
         return None
-    from .device import Agent
     f = open(path, "rb")
     try:
         if _head(f, mac)[1] != hdr:

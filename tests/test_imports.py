@@ -44,7 +44,6 @@ MICROPYTHON |= {"u" + m for m in MICROPYTHON if not m.startswith("u")}
 UNLOAD = "device unloads construction code after the noise is drawn (agent.device.CONSTRUCTION)"
 RELEASE = "device loads release code once construction code is unloaded: peak heap is counters + one phase"
 HEAP = "device heap: loaded only by a device whose config or calls use it"
-AGENT_TODO = "TODO agent: redundant, the package __init__ or a module-level import loads it already"
 FUNCTION_LEVEL = {
     (AGENT + ".cdf", AGENT + ".cdf.build"): UNLOAD,
     (AGENT + ".cdf", AGENT + ".cdf.release"): RELEASE,
@@ -57,11 +56,6 @@ FUNCTION_LEVEL = {
     (AGENT + ".device", AGENT + ".privhp.block"): HEAP + " (update_block and the numeric facade)",
     (AGENT + ".spec", AGENT + ".dlap"): UNLOAD + "; the sampler loads only when noise is drawn (not on restore)",
     (AGENT + ".main_loop", AGENT + ".ledger"): HEAP + " (the ledger and persistence: a \"state\" block)",
-    (AGENT + ".main_loop", AGENT + ".device"): AGENT_TODO + " (agent/__init__.py imports .device)",
-    (AGENT + ".main_loop", AGENT + ".errors"): AGENT_TODO + " (agent/__init__.py imports .errors)",
-    (AGENT + ".main_loop", AGENT + ".shims"): AGENT_TODO + " (agent/device.py imports .shims)",
-    (AGENT + ".ledger", AGENT + ".device"): AGENT_TODO + " (ledger imports ratio from .device at module level)",
-    (AGENT + ".persist", AGENT + ".device"): AGENT_TODO + " (ledger, persist's importer, loads .device; no cycle)",
     (HOST + ".runtimes.mp_driver", AGENT): "a script MicroPython runs, not a host module: the bundle's `agent`",
 }
 
