@@ -132,13 +132,13 @@ def main():
         rows.append([K, "x".join(map(str, br)), "%.0f" % exact, "%.0f ± %.0f" % (plain.mean(), se),
                      "%.2f" % ((plain.mean() - exact) / se), fmt_ci(gls, 5), "%.3f" % (gls.mean() / exact)])
     parts.append("### Thm IV.1 closed form vs Monte Carlo (N**2 E2, eps = 1 split equally, N = 5000, %d trials)\n\n"
-                 "GLS: Algorithm G with the root known (swap model, as in the paper); notes 3.2 give 41,040 "
+                 "GLS: Algorithm G with the root known (swap model, as in the paper); the exact expected errors are 41,040 "
                  "exact for 16x16 (ratio 0.334), 118,141 for 2^8 (0.225), 52,917 for 8x32.\n\n" % trials
                  + md_table(["K", "tree", "closed form", "Monte Carlo ± s.e.", "z", "GLS", "GLS / plain"], rows))
     # beta*
     r = minimize_scalar(lambda b: (b - 1) / np.log(b) ** 3, bounds=(3, 64), method="bounded",
                         options={"xatol": 1e-9})
-    parts.append("### beta*\n\nargmin of (beta - 1)/ln(beta)**3: **%.4f** (paper: about 16.79; notes: 16.801)."
+    parts.append("### beta*\n\nargmin of (beta - 1)/ln(beta)**3: **%.4f** (paper: about 16.79; the exact minimiser is 16.801)."
                  % r.x)
     # planner
     rows = []

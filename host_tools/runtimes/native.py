@@ -37,7 +37,7 @@ except ImportError:  # not built: pure-Python fallback below
     ffi = lib = None
 
 ES_OK, ES_E_CONFIG, ES_E_MEMORY, ES_E_SEALED, ES_E_FULL, ES_E_ENTROPY, ES_E_RANGE = 0, -1, -2, -3, -4, -5, -6
-FALLBACK_WARNING = ("edgesynth: the native core (host_tools._es_native) is not built, probably no C "
+FALLBACK_WARNING = ("edgesynth: the native core (edgesynth.runtimes._es_native) is not built, probably no C "
                     "compiler at install; the native runtime falls back to the Python agent (same "
                     "frames, slower). Reinstall with a compiler: pip install -e .")
 
