@@ -1,0 +1,93 @@
+"""edgesynth: differentially private synthetic data from sensor streams.
+
+A device agent keeps noisy-from-birth summaries of its readings and releases
+them as frames; raw readings never leave it. The host merges frames into a
+generator that samples any number of synthetic rows at no further privacy
+cost. The library, with the same results as the `edgesynth` command::
+
+    import edgesynth as es
+    cfg = es.plan({"temp": (0, 110), "humid": (0, 100)}, epsilon=1, ram="32K")
+    frame = es.simulate(cfg, data)        # DataFrame, dict of arrays or 2-D array
+    gen = es.assemble([frame])            # gen.save(path); es.load(path)
+    synth = gen.sample(10_000, seed=1)    # DataFrame with the config's columns
+    report = es.evaluate(data, synth)     # dict of utility figures
+
+Every error is an es.EdgesynthError (edgesynth.errors); library functions
+never print. `edgesynth docs api` shows the whole API, `edgesynth docs` lists
+the other pages (privacy, config, trust, the mechanisms).
+
+The public names load on first use (PEP 562 ``__getattr__``): `import
+edgesynth` and `edgesynth --help` stay fast (about 0.1 s), while scipy, POT,
+matplotlib and pandas load only with the functions that need them.
+"""
+import importlib
+from typing import TYPE_CHECKING
+
+from edgesynth.errors import (EdgesynthError, EvaluationInputError, FrameError, IngestStopped, InputError,
+                              InversionError, MergeError, StoreError)
+
+# public name -> (module, attribute)
+_LAZY = {
+    "plan": ("edgesynth.planning", "plan"),
+    "combine": ("edgesynth.planning", "combine"),
+    "load_config": ("edgesynth.config", "load_config"),
+    "write_config": ("edgesynth.config", "write_config"),
+    "simulate": ("edgesynth.simulation", "simulate"),
+    "simulate_windows": ("edgesynth.simulation", "simulate_windows"),
+    "window_schedule": ("edgesynth.simulation", "window_schedule"),
+    "outside_fraction": ("edgesynth.simulation", "outside_fraction"),
+    "parse_time": ("edgesynth.runtimes.windows", "parse_time"),
+    "read_frames": ("edgesynth.synthesis", "read_frames"),
+    "assemble": ("edgesynth.synthesis", "assemble"),
+    "load": ("edgesynth.synthesis", "load"),
+    "Generator": ("edgesynth.synthesis", "Generator"),
+    "inspect": ("edgesynth.synthesis", "inspect"),
+    "evaluate": ("edgesynth.scoring", "evaluate"),
+    "Keyring": ("edgesynth.fleet.keys", "Keyring"),
+    "load_keyring": ("edgesynth.fleet.keys", "load"),
+    "new_key": ("edgesynth.fleet.keys", "new_key"),
+    "write_credentials": ("edgesynth.fleet.keys", "write_credentials"),
+    "Store": ("edgesynth.fleet.store", "Store"),
+    "ingest": ("edgesynth.storage", "ingest"),
+    "migrate": ("edgesynth.storage", "migrate"),
+    "docs_path": ("edgesynth.manual", "docs_path"),
+    "docs_topics": ("edgesynth.manual", "docs_topics"),
+    "run_demo": ("edgesynth.demo", "run_demo"),
+}
+
+if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_imports.py
+    from edgesynth.config import load_config, write_config
+    from edgesynth.demo import run_demo
+    from edgesynth.fleet.keys import Keyring, load as load_keyring, new_key, write_credentials
+    from edgesynth.fleet.store import Store
+    from edgesynth.manual import docs_path, docs_topics
+    from edgesynth.planning import combine, plan
+    from edgesynth.runtimes.windows import parse_time
+    from edgesynth.scoring import evaluate
+    from edgesynth.simulation import outside_fraction, simulate, simulate_windows, window_schedule
+    from edgesynth.storage import ingest, migrate
+    from edgesynth.synthesis import Generator, assemble, inspect, load, read_frames
+
+__all__ = [
+    "plan", "combine", "load_config", "write_config",
+    "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
+    "read_frames", "assemble", "load", "Generator", "inspect", "evaluate",
+    "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "ingest", "migrate",
+    "docs_path", "docs_topics", "run_demo",
+    "EdgesynthError", "InputError", "FrameError", "MergeError", "StoreError", "IngestStopped",
+    "InversionError", "EvaluationInputError",
+]
+
+
+def __getattr__(name):
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError("module 'edgesynth' has no attribute %r" % name) from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,8 +1,13 @@
-"""The `edgesynth` command line (DESIGN.md, "The command line").
+"""The `edgesynth` command line: parse the options, call the library
+(``import edgesynth``, `edgesynth docs api`) and print. Nothing else.
 
 Every command explains itself with --help. Bad input ends with one line on
 stderr and exit status 2; set EDGESYNTH_DEBUG=1 to see a traceback for an
 unexpected internal error.
+
+The library is reached as ``es.<name>``, which loads each part on first
+use: evaluation (scipy.stats) and the demo's plots (matplotlib) cost nothing
+to the commands that do not need them, nor to `edgesynth --help`.
 """
 import json
 import os
@@ -10,13 +15,21 @@ import sys
 
 import click
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
 
+import edgesynth as es
+from edgesynth.data.csvio import read_columns
 from edgesynth.errors import EdgesynthError, InputError
-from edgesynth.config import write_config
+from edgesynth.fleet.ingest import shown
+from edgesynth.manual import docs_dir, docs_title
 from edgesynth.outputs import atomic_output, write_bytes, write_text
+from edgesynth.ram import parse_size
+from edgesynth.targets import bundle as mpy_bundle, deploy as board, firmware as arm
 
-EPILOG = ("Docs: README.md; docs/ has config, privacy, wire-format, deployment, native, trust, "
-          "cdf and profile pages.")
+EPILOG = ("Docs: `edgesynth docs` lists the pages installed with edgesynth (api, cli, config, privacy, "
+          "trust, deployment, native, wire-format, the mechanisms); `edgesynth docs TOPIC` prints one.")
 
 
 class Group(click.Group):
@@ -58,52 +71,13 @@ def main():
     samples any amount of synthetic data at no further privacy cost.
 
     Typical path: plan -> simulate (or a real device) -> assemble -> sample -> evaluate.
+    The same steps are a Python library: `import edgesynth as es` (edgesynth docs api).
     """
 
 
 def _progress():
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), transient=True, console=_stderr_console())
-
-
-def _stderr_console():
-    from rich.console import Console
-    return Console(stderr=True)
-
-
-def _hex_bytes(text, what):
-    try:
-        b = bytes.fromhex(text)
-    except ValueError:
-        raise InputError("%s must be hexadecimal" % what)
-    if not b:
-        raise InputError("%s is empty" % what)
-    return b
-
-
-def _device_key(key_hex, keyring, device_id):
-    """The HMAC key of --key or of --device-id in --keyring (at most one), or None."""
-    if key_hex and keyring:
-        raise InputError("pass --key or --keyring, not both")
-    if keyring:
-        from edgesynth.fleet.keys import load
-        return load(keyring).require(device_id)
-    return _hex_bytes(key_hex, "--key") if key_hex else None
-
-
-def _frame_keys(key_hex, keyring):
-    """(key_for, require_tag) for reading frames: one --key for every frame, or
-    each frame's key looked up in --keyring by its envelope's device id."""
-    if key_hex and keyring:
-        raise InputError("pass --key or --keyring, not both")
-    if keyring:
-        from edgesynth.fleet.keys import load
-        return load(keyring).key_for, True
-    if key_hex:
-        key = _hex_bytes(key_hex, "--key")
-        return (lambda device: key), True
-    return None, False
+                    TimeRemainingColumn(), transient=True, console=Console(stderr=True))
 
 
 def _columns(text):
@@ -140,7 +114,7 @@ def _jsonable(o):
                                          "--domain that does not fit; with --sample-bits and no --domain, the "
                                          "largest sampled range [0, n) that fits.")
 @click.option("--mechanism", default="privhp", show_default=True, type=click.Choice(["privhp", "cdf", "profile"]),
-              help="Summary kept on the device (cdf: docs/cdf.md, profile: docs/profile.md).")
+              help="Summary kept on the device (edgesynth docs cdf, edgesynth docs profile).")
 @click.option("--bins", default=None, type=click.IntRange(2, 1 << 24),
               help="cdf: bins K per channel (default with --ram: the largest 2**a 3**b that fits, or the "
                    "integer span of integer bounds when it fits).")
@@ -160,12 +134,13 @@ def _jsonable(o):
 @click.option("--clamp-share", default="1/50", show_default=True,
               help="Part of epsilon spent on the noisy count of out-of-range readings (0 to drop it).")
 @click.option("--uniform-split", is_flag=True, help="Split epsilon evenly over levels instead of Eq. (23).")
-@click.option("--hash-seed", default=None, help="Public hash seed shared by devices that will be merged (default random).")
+@click.option("--hash-seed", default=None,
+              help="Public hash seed shared by devices that will be merged (default random).")
 @click.option("--relation", default="add-remove", show_default=True, type=click.Choice(["add-remove", "replace"]),
               help="Neighbouring streams: add/remove one reading, or replace one (doubles the noise).")
 @click.option("--device-runtime", default="micropython", show_default=True, type=click.Choice(["micropython", "c"]),
               help="What runs the agent on the device; sets the RAM charged beyond the counters against "
-                   "--ram (every mechanism; docs/deployment.md).")
+                   "--ram (every mechanism; edgesynth docs deployment).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Config file to write (JSON).")
 def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, n_max, sketch, j,
@@ -173,41 +148,38 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
-    itself is measured (docs/deployment.md). A plan that cannot fit --ram is
-    refused with what it needs and what it has.
+    itself is measured (edgesynth docs deployment). A plan that cannot fit
+    --ram is refused with what it needs and what it has.
     """
-    from edgesynth.budget import parse_epsilon
-    from edgesynth.config import parse_bounds
-    from edgesynth.ram import parse_size
-    from edgesynth.mechanisms.privhp.plan import plan_privhp
-    eps = parse_epsilon(epsilon)
-    ram_bytes = parse_size(ram, "--ram") if ram is not None else None
-    if mechanism != "privhp":
-        from edgesynth.cli import plan_command
-        plan_command(mechanism, eps, bounds=bounds, bins=bins, branching=branching, domain=domain, cap=cap,
-                     names=_columns(names) if names else None, relation=relation, output=output,
-                     as_json=as_json, echo=click.echo, echo_json=_echo_json, sample_bits=sample_bits,
-                     sample_seed=hash_seed, ram=ram_bytes, runtime=device_runtime)
-        return
-    if bounds is None or ram_bytes is None:
-        raise InputError("--mechanism privhp needs --bounds and --ram")
-    lo, hi = parse_bounds(bounds)
-    name_list = _columns(names) if names else None
-    try:
-        share = parse_share(clamp_share)
-    except ValueError:
-        raise InputError("--clamp-share must be a fraction in [0, 1), got %r" % clamp_share)
-    cfg = plan_privhp(lo, hi, eps, ram_bytes, names=name_list, n_max=n_max, sketch=sketch, j=j,
-                      clamp_share=share, uniform_split=uniform_split, hash_seed=hash_seed, relation=relation,
-                      runtime=device_runtime)
-    write_text(output, json.dumps(cfg, indent=1, sort_keys=True) + "\n")
+    cfg = es.plan(bounds, epsilon=epsilon, ram=ram, mechanism=mechanism, names=names or None, bins=bins,
+                  branching=branching or None, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max,
+                  sketch=sketch, rows=j, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
+                  relation=relation, device_runtime=device_runtime)
+    es.write_config(output, cfg)
     m, p = cfg["mechanisms"][0], cfg["plan"]
     if as_json:
-        _echo_json({**p, **{k: m[k] for k in ("r", "k", "w", "j", "sketch")}, "config": output})
+        shown_keys = ("r", "k", "w", "j", "sketch") if mechanism == "privhp" else [k for k in m if k != "sigma"]
+        _echo_json({**p, **{k: m[k] for k in shown_keys}, "config": output})
     else:
-        click.echo("wrote %s: privhp r=%d k=%d w=%d j=%d %s; counters %d B, expected peak %d B of %d B"
-                   % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
-                      p["expected_peak_bytes"], ram_bytes))
+        click.echo(_plan_line(m, p, output))
+
+
+def _plan_line(m, p, output):
+    """The line `plan` prints about the config it wrote."""
+    if m["kind"] == "privhp":
+        return ("wrote %s: privhp r=%d k=%d w=%d j=%d %s; counters %d B, expected peak %d B of %d B"
+                % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
+                   p["expected_peak_bytes"], p["ram_bytes"]))
+    if m["kind"] == "cdf":
+        line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (
+            output, m["bins"], "" if p["bins_choice"] == "given" else " (%s)" % p["bins_choice"],
+            "x".join(map(str, m["branching"])), p["padded_leaves"], p["counter_bytes"] // 4, p["counter_bytes"])
+    else:
+        line = "wrote %s: profile over %d ids [%d, %d), cap %d; counters %d B; expected l2 error ~ %.3g" % (
+            output, p["ids"], m["lo"], m["hi"], m["cap"], p["counter_bytes"], p["expected_error_scale_l2"])
+    ram = p["ram_bytes"]
+    return line + "; expected peak %d B (%s)%s" % (p["expected_peak_bytes"], p["device_runtime"],
+                                                  "" if ram is None else " of %d B" % ram)
 
 
 @main.command()
@@ -220,21 +192,18 @@ def combine(configs, output):
     Prints the exact counter bytes of all parts; the runtime overhead of a
     combined device is not measured, so nothing is checked against a RAM budget.
     """
-    from edgesynth.config import combine_files
-    click.echo(combine_files(configs, output))
-
-
-def parse_share(text):
-    from fractions import Fraction
-    share = Fraction(str(text))
-    if not 0 <= share < 1:
-        raise ValueError(text)
-    return share
+    cfg = es.combine(configs)
+    es.write_config(output, cfg)
+    names = " + ".join("%s(%s)" % (m["kind"], ",".join(m.get("names") or [])) for m in cfg["mechanisms"])
+    click.echo("wrote %s: %s; epsilon %s; counters %d B in all, plus the runtime's overhead (not measured for "
+               "combined configs: no RAM check)"
+               % (output, names, cfg["plan"]["epsilon"], cfg["plan"]["counter_bytes"]))
 
 
 # ----------------------------------------------------------------- simulate
 @main.command()
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), help="Device config from `plan`.")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="Device config from `plan`.")
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
 @click.option("--columns", required=True, help="Columns to feed, in channel order, comma separated.")
 @click.option("--runtime", default="cpython", show_default=True,
@@ -276,63 +245,47 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     Without --window every row goes into one release. With --time-column,
     --window, --start and --end the device releases on a public clock: one
     fresh agent (fresh noise) and one frame per window of the schedule, written
-    back to back, so one reading changes one frame only (docs/trust.md §3).
+    back to back, so one reading changes one frame only (edgesynth docs trust, §3).
     Without --seed every window draws fresh entropy; with it, window e is
     seeded from (seed, e) and the frames are reproducible and NOT private.
     """
-    from edgesynth.data.csvio import read_columns
-    from edgesynth.ram import parse_size
-    from edgesynth.runtimes.simulate import clamped_fraction, simulate as run_one
-    from edgesynth.config import load_config
-    from edgesynth.runtimes.windows import Schedule, parse_time, simulate_windows
     timed = (time_column, window, start, end)
     if any(v is not None for v in timed) and not all(v is not None for v in timed):
         raise InputError("--time-column, --window, --start and --end go together")
-    cfg = load_config(config_path)
+    cfg = es.load_config(config_path)
     cols = _columns(columns)
     if time_column in cols:
         raise InputError("--time-column %r is also in --columns" % time_column)
-    schedule = None
     if window is not None:
         if epoch:
             raise InputError("--epoch is the window index with --window; leave it out")
-        schedule = Schedule(window, _time_option(start, "--start"), _time_option(end, "--end"))
-        parse = {time_column: lambda cell: schedule.check(parse_time(cell))}
+        schedule = es.window_schedule(window, start, end)
+        parse = {time_column: lambda cell: schedule.check(es.parse_time(cell))}
         # a device that saw nothing in the schedule still releases every window
         table = read_columns(input_path, cols + [time_column], parsers=parse, allow_empty=True)
         data, times = table[:, :-1], table[:, -1]
     else:
         data = read_columns(input_path, cols)
-    seed_b = _hex_bytes(seed, "--seed") if seed else None
-    key = _device_key(key_hex, keyring, device_id)
-    outside = clamped_fraction(data, cfg) if cfg["mechanisms"] and "lo" in cfg["mechanisms"][0] else 0.0
-    run = dict(runtime=runtime, device_id=device_id, key=key, heap=parse_size(heap, "--heap"), cpu=cpu)
+    outside = es.outside_fraction(cfg, data, cols)
+    run = dict(runtime=runtime, columns=cols, device_id=device_id, seq=seq, key=key_hex or None, keyring=keyring,
+               heap=heap, cpu=cpu)
     with _progress() as prog:
         task = prog.add_task("agent (%s)" % runtime, total=len(data))
         step = lambda n: prog.advance(task, n)  # noqa: E731
-        if schedule is None:
-            frames = [(epoch, run_one(cfg, data, cols, seed=seed_b, epoch=epoch, seq=seq, progress=step, **run))]
+        if window is None:
+            frames = [(epoch, es.simulate(cfg, data, seed or None, epoch=epoch, progress=step, **run))]
         else:
-            frames = simulate_windows(cfg, data, times, cols, schedule, seed=seed_b, first_seq=seq,
-                                      progress=step, **run)
+            frames = es.simulate_windows(cfg, data, times, window, start, end, seed or None, progress=step, **run)
     write_bytes(output, b"".join(f for _, f in frames))
     if outside:
         click.echo("note: %.2f%% of readings were outside the bounds and were clamped into the edge cells"
                    % (100 * outside), err=True)
-    if seed_b is not None:
+    if seed:
         click.echo("note: --seed makes the noise reproducible: these frames are NOT private", err=True)
-    size = "%d-byte frame" % len(frames[0][1]) if schedule is None else \
+    size = "%d-byte frame" % len(frames[0][1]) if window is None else \
         "%d frames (windows %d..%d of %d s), %d bytes" % (len(frames), frames[0][0], frames[-1][0], window,
                                                           sum(len(f) for _, f in frames))
-    click.echo("wrote %s: %d readings, %s%s" % (output, len(data), size, ", tagged" if key else ""))
-
-
-def _time_option(text, what):
-    from edgesynth.runtimes.windows import parse_time
-    try:
-        return parse_time(text)
-    except ValueError as e:
-        raise InputError("%s: %s" % (what, e))
+    click.echo("wrote %s: %d readings, %s%s" % (output, len(data), size, ", tagged" if key_hex or keyring else ""))
 
 
 # ----------------------------------------------------------------- firmware
@@ -352,19 +305,17 @@ def firmware():
 def firmware_build(cpu, config_path, header, as_json):
     """Build the C core for a Cortex-M and report flash (text, data), RAM (bss,
     state, counters) and worst-case stack per API call."""
-    from edgesynth.targets.firmware import build, config_header, format_report
-    from edgesynth.config import load_config
     if header and not config_path:
         raise InputError("--header needs --config")
-    cfg = load_config(config_path) if config_path else None
-    report = build(cpu, cfg)
+    cfg = es.load_config(config_path) if config_path else None
+    report = arm.build(cpu, cfg)
     if header:
-        write_text(header, config_header(cfg, os.path.basename(config_path)))
+        write_text(header, arm.config_header(cfg, os.path.basename(config_path)))
         report["header"] = header
     if as_json:
         _echo_json(report)
     else:
-        for line in format_report(report):
+        for line in arm.format_report(report):
             click.echo(line)
         if header:
             click.echo("wrote %s" % header)
@@ -392,47 +343,31 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
     Frames come from files (RELEASES) or from an ingest store (--store), whose
     frames were verified when they were stored.
     """
-    from edgesynth.frames import read_frames
-    if bool(releases) == bool(store_path):
-        raise InputError("give frame files or --store, not both and not neither")
-    if (devices or config_hash) and not store_path:
-        raise InputError("--device and --config-hash select frames of a --store")
-    if store_path:
-        from edgesynth.fleet.store import Store
-        with Store(store_path, create=False) as st:
-            rels = st.releases(devices=devices or None, config_id=config_hash)
-    else:
-        key_for, require_tag = _frame_keys(key_hex, keyring)
-        rels = []
-        for path in releases:
-            rels.extend(read_frames(path, key_for=key_for, require_tag=require_tag))
-    from edgesynth.mechanisms import assemble as assemble_any
-    gen = assemble_any(rels, mechanism, force_sum)
+    gen = es.assemble(list(releases) or None, key=key_hex or None, keyring=keyring, store=store_path,
+                      devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum)
     if output:
-        write_bytes(output, gen.to_bytes())
+        gen.save(output)
     summary = gen.summary()
     if as_json:
         _echo_json(summary)
-    elif summary.get("mechanism") in ("cdf", "profile"):
-        from edgesynth.cli import assemble_line
-        click.echo(assemble_line(summary, output))
     else:
-        click.echo("generator from %d frame(s) of %s: %d leaves, depth %d..%d, epsilon %s per reading%s"
-                   % (summary["frames"], ", ".join(summary["devices"]), summary["leaves"],
-                      summary["depth_min"], summary["depth_max"], summary["epsilon"],
-                      "; wrote %s" % output if output else ""))
+        click.echo(_assemble_line(summary, output))
     if not output and not as_json:
         click.echo("(nothing written: pass -o FILE to save the generator)", err=True)
 
 
-def _load_generator(path):
-    from edgesynth.mechanisms import load_generator
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as e:
-        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
-    return load_generator(data, path)
+def _assemble_line(summary, output):
+    """The line `assemble` prints about the generator it built."""
+    tail = "; wrote %s" % output if output else ""
+    if summary.get("mechanism") == "cdf":
+        return "cdf generator from %d frame(s): K=%d, median %s, epsilon %s per reading%s" % (
+            summary["frames"], summary["bins"], summary["quantiles"]["0.5"], summary["epsilon"], tail)
+    if summary.get("mechanism") == "profile":
+        return "profile of %d ids from %d frame(s): distinct ~ %.1f, never seen %.3f, epsilon %s%s" % (
+            summary["ids"], summary["frames"], summary["distinct"], summary["never_seen"], summary["epsilon"], tail)
+    return "generator from %d frame(s) of %s: %d leaves, depth %d..%d, epsilon %s per reading%s" % (
+        summary["frames"], ", ".join(summary["devices"]), summary["leaves"], summary["depth_min"],
+        summary["depth_max"], summary["epsilon"], tail)
 
 
 # ------------------------------------------------------------------- sample
@@ -443,16 +378,13 @@ def _load_generator(path):
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="CSV to write.")
 def sample(generator, count, seed, output):
     """Draw synthetic rows from a generator (free: no further privacy cost)."""
-    gen = _load_generator(generator)
-    rng = np.random.default_rng(seed)
-    block = 1 << 20
+    gen = es.load(generator)
     with atomic_output(output, "w", encoding="utf-8", newline="") as fh, _progress() as prog:
         task = prog.add_task("sampling", total=count)
         fh.write(",".join(gen.names) + "\n")
-        for start in range(0, count, block):
-            m = min(block, count - start)
-            np.savetxt(fh, gen.sample(m, rng), delimiter=",", fmt="%.10g")
-            prog.advance(task, m)
+        for block in gen.blocks(count, seed):
+            np.savetxt(fh, block, delimiter=",", fmt="%.10g")
+            prog.advance(task, len(block))
     click.echo("wrote %s: %d rows of %s" % (output, count, ",".join(gen.names)))
 
 
@@ -467,50 +399,29 @@ def sample(generator, count, seed, output):
 def evaluate(real, synthetic, columns, bounds, seed, as_json):
     """Compare synthetic rows with real ones (W1 per channel, joint W1, range queries)
     beside a uniform baseline."""
-    from edgesynth.data.csvio import read_columns
-    from edgesynth.evaluation.metrics import utility_report
-    from edgesynth.config import parse_bounds
     cols = _columns(columns)
     x = read_columns(real, cols)
     y = read_columns(synthetic, cols)
-    if bounds:
-        lo, hi = (np.array(b, float) for b in parse_bounds(bounds))
-        if len(lo) != len(cols):
-            raise InputError("--bounds has %d channels, --columns %d" % (len(lo), len(cols)))
-    else:
-        both = np.vstack([x, y])
-        lo, hi = both.min(axis=0), both.max(axis=0)
-        hi = np.where(hi > lo, hi, lo + 1.0)
-    report = utility_report(x, y, lo, hi, cols, np.random.default_rng(seed))
+    report = es.evaluate(x, y, cols, bounds=bounds or None, seed=seed)
     if as_json:
         _echo_json(report)
     else:
-        print_report(report)
+        _print_report(report)
 
 
-def print_report(report):
-    """A rich table of a utility_report: synthetic beside the uniform baseline."""
-    from rich.table import Table
-    from rich.console import Console
+def _print_report(report):
+    """A rich table of es.evaluate's figures: synthetic beside the uniform baseline."""
     t = Table(title="utility (lower is better)")
     t.add_column("metric")
     t.add_column("synthetic", justify="right")
     t.add_column("uniform baseline", justify="right")
-    for row in report_rows(report):
-        t.add_row(*row)
-    Console().print(t)
-
-
-def report_rows(report):
-    """(metric, synthetic, baseline) strings of a utility_report."""
-    rows = []
     syn, base = report["synthetic"], report["baseline"]
     for s, b in zip(syn["channels"], base["channels"]):
-        rows.append(("W1 %s (data units)" % s["name"], "%.4g" % s["w1"], "%.4g" % b["w1"]))
-    rows.append(("joint W1 (normalised, l-inf; floor %.3g)" % report["w1_joint_floor"],
-                 "%.4g" % syn["w1_joint"], "%.4g" % base["w1_joint"]))
-    rows.append(("range-query error", "%.4g" % syn["range_query_error"], "%.4g" % base["range_query_error"]))
-    return rows
+        t.add_row("W1 %s (data units)" % s["name"], "%.4g" % s["w1"], "%.4g" % b["w1"])
+    t.add_row("joint W1 (normalised, l-inf; floor %.3g)" % report["w1_joint_floor"],
+              "%.4g" % syn["w1_joint"], "%.4g" % base["w1_joint"])
+    t.add_row("range-query error", "%.4g" % syn["range_query_error"], "%.4g" % base["range_query_error"])
+    Console().print(t)
 
 
 # ------------------------------------------------------------------ inspect
@@ -519,15 +430,13 @@ def report_rows(report):
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key to verify tagged frames.")
 def inspect(file, key_hex):
     """Describe a frame file, generator or device config (as JSON)."""
-    from edgesynth.describe import describe
-    key = _hex_bytes(key_hex, "--key") if key_hex else None
-    _echo_json(describe(file, key))
+    _echo_json(es.inspect(file, key_hex or None))
 
 
 # --------------------------------------------------------------------- keys
 @main.group()
 def keys():
-    """Per-device HMAC keys in a keyring file (docs/trust.md)."""
+    """Per-device HMAC keys in a keyring file (edgesynth docs trust)."""
 
 
 @keys.command("new")
@@ -537,8 +446,7 @@ def keys():
 @click.option("--force", is_flag=True, help="Replace the device's existing key (its old frames stop verifying).")
 def keys_new(device_id, keyring, force):
     """Create a random 32-byte key for DEVICE_ID in the keyring. The key is never printed."""
-    from edgesynth.fleet.keys import new_key
-    ring = new_key(keyring, device_id, force=force)
+    ring = es.new_key(keyring, device_id, force=force)
     click.echo("%s: key for %r %s (%d device(s) in the keyring)"
                % (keyring, device_id, "replaced" if force else "created", len(ring.devices())))
 
@@ -553,10 +461,9 @@ def keys_credentials(device_id, keyring, output):
 
     The device's main loop tags its frames with the key and authenticates its
     state record with a key derived from it; copy the file to the board and
-    run provision() once (docs/deployment.md). The key is never printed.
+    run provision() once (edgesynth docs deployment). The key is never printed.
     """
-    from edgesynth.fleet.keys import load, write_credentials
-    write_credentials(load(keyring), device_id, output)
+    es.write_credentials(es.load_keyring(keyring), device_id, output)
     click.echo("wrote %s: credentials of %r (mode 0600; keep it off the host once copied)" % (output, device_id))
 
 
@@ -564,8 +471,7 @@ def keys_credentials(device_id, keyring, output):
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
 def keys_list(keyring):
     """Print the device ids of a keyring, one per line (never the keys)."""
-    from edgesynth.fleet.keys import load
-    for dev in load(keyring).devices():
+    for dev in es.load_keyring(keyring).devices():
         click.echo(dev)
 
 
@@ -588,28 +494,24 @@ def ingest(files, store_path, keyring, as_json):
     aside in the store). Exit 0 iff every frame was stored or was a
     duplicate, else 2.
     """
-    from edgesynth.fleet.ingest import ingest as run_ingest
-    return _into_store(store_path, keyring, as_json, lambda st, key_for, report: run_ingest(st, files, key_for, report))
+    return _finish(es.ingest(files, store_path, keyring, on_frame=_frame_printer(as_json)))
 
 
-def _into_store(store_path, keyring, as_json, run):
-    """Open (or create) the store, ``run(store, key_for, report)``, print one
-    line per frame (stdout: acks or --json; stderr: refusals) and the summary."""
-    from edgesynth.fleet.keys import load
-    from edgesynth.fleet.store import Store
-    ring = load(keyring)
-
+def _frame_printer(as_json):
+    """Prints one ingest Report: stdout for acks (or every report with
+    --json), stderr for refusals; flushed, since a line is an acknowledgement."""
     def report(r):
         if as_json or r.acked:
             sys.stdout.write((r.json() if as_json else r.text()) + "\n")
             sys.stdout.flush()
         else:
             click.echo(r.text(), err=True)
+    return report
 
-    with Store(store_path, create=True) as st:
-        out = run(st, ring.key_for, report)
-    click.echo(out.summary(), err=True)
-    return 0 if out.ok else 2
+
+def _finish(outcome):
+    click.echo(outcome.summary(), err=True)
+    return 0 if outcome.ok else 2
 
 
 @main.group()
@@ -622,9 +524,7 @@ def store():
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def store_stats(store_path, as_json):
     """Frames, devices and configurations held by a store, and the conflicts kept aside."""
-    from edgesynth.fleet.ingest import shown
-    from edgesynth.fleet.store import Store
-    with Store(store_path) as st:
+    with es.Store(store_path) as st:
         s = st.stats()
         conflicts = st.conflicts()
     if as_json:
@@ -648,10 +548,7 @@ def store_stats(store_path, as_json):
 def store_migrate(old, store_path, keyring, as_json):
     """Copy the frames of a store written by an earlier edgesynth (schema 1)
     into a new store, verified and stored as by ingest. OLD is only read."""
-    from edgesynth.fleet.ingest import migrate
-    from edgesynth.fleet.store import require_schema_1
-    require_schema_1(old)  # before a new store is made
-    return _into_store(store_path, keyring, as_json, lambda st, key_for, report: migrate(old, st, key_for, report))
+    return _finish(es.migrate(old, store_path, keyring, on_frame=_frame_printer(as_json)))
 
 
 # ------------------------------------------------------------ bundle, deploy
@@ -666,13 +563,11 @@ def store_migrate(old, store_path, keyring, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print file sizes as JSON.")
 def bundle(config_path, arch, emit, output, as_json):
     """Compile the agent and shims to .mpy (with mpy-cross) into a directory for a board."""
-    from edgesynth.targets.bundle import build
-    from edgesynth.config import load_config
     if config_path:
-        load_config(config_path)  # refuse a broken config before compiling anything
+        es.load_config(config_path)  # refuse a broken config before compiling anything
     with _progress() as prog:
         prog.add_task("mpy-cross", total=None)
-        sizes = build(output, config_path, arch, emit=emit)
+        sizes = mpy_bundle.build(output, config_path, arch, emit=emit)
     if as_json:
         _echo_json({"bundle": output, "files": sizes, "total_bytes": sum(sizes.values())})
     else:
@@ -683,11 +578,10 @@ def bundle(config_path, arch, emit, output, as_json):
 @click.argument("bundle_dir", type=click.Path(file_okay=False))
 @click.option("--port", required=True, help="Serial port of the board, e.g. /dev/ttyACM0 (mpremote's `connect`).")
 def deploy(bundle_dir, port):
-    """Copy a bundle onto a board with mpremote and reset it (see docs/deployment.md)."""
-    from edgesynth.targets.deploy import commands, deploy as run_deploy
+    """Copy a bundle onto a board with mpremote and reset it (edgesynth docs deployment)."""
     with _progress() as prog:
-        task = prog.add_task("deploy", total=len(commands(bundle_dir, port)))
-        n = run_deploy(bundle_dir, port, progress=lambda k: prog.advance(task, k))
+        task = prog.add_task("deploy", total=len(board.commands(bundle_dir, port)))
+        n = board.deploy(bundle_dir, port, progress=lambda k: prog.advance(task, k))
     click.echo("deployed %s to %s (%d mpremote steps)" % (bundle_dir, port, n))
 
 
@@ -696,7 +590,8 @@ def deploy(bundle_dir, port):
 @click.option("--out", "out_dir", default="edgesynth-demo", show_default=True, type=click.Path(file_okay=False),
               help="Directory for the demo's files.")
 @click.option("--epsilon", default="1", show_default=True, help="Privacy budget per reading.")
-@click.option("--ram", default="64K", show_default=True, help="Device RAM budget (MicroPython needs about 30K of it beyond the counters).")
+@click.option("--ram", default="64K", show_default=True,
+              help="Device RAM budget (MicroPython needs about 30K of it beyond the counters).")
 @click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1),
               help="Make the run reproducible (device noise and sampling). Without it the device draws "
                    "fresh entropy; with it the release is NOT private.")
@@ -707,69 +602,40 @@ def demo(out_dir, epsilon, ram, seed):
     samples as many synthetic rows, prints a utility table against a uniform
     baseline and writes a PNG comparing real and synthetic distributions.
     """
-    from edgesynth.demo import run_demo
-    from edgesynth.ram import parse_size
-    run_demo(out_dir, epsilon, parse_size(ram, "--ram"), seed, echo=click.echo, table=print_report)
+    r = es.run_demo(out_dir, epsilon, parse_size(ram, "--ram"), seed)
+    m, p = r.config["mechanisms"][0], r.config["plan"]
+    click.echo("data: %d hourly readings of %s (NOAA, via vega_datasets)" % (r.n, ", ".join(r.names)))
+    click.echo("plan: privhp r=%d k=%d w=%d j=%d, %d counter bytes in a %d-byte budget "
+               "(MicroPython needs %d bytes beyond them), epsilon %s"
+               % (m["r"], m["k"], m["w"], m["j"], p["counter_bytes"], r.ram, p["runtime_overhead_bytes"],
+                  p["epsilon"]))
+    click.echo("device: released one %d-byte frame (raw readings never leave it)%s"
+               % (r.frame_bytes, "" if seed is None else "; --seed %d: reproducible noise, NOT private" % seed))
+    click.echo("host: generator with %d leaves; sampled %d synthetic rows" % (r.leaves, r.n_synthetic))
+    _print_report(r.report)
+    click.echo("wrote %s (plot), report.json, real.csv, synthetic.csv, device.json, release.msgpack, "
+               "generator.msgpack in %s" % (r.files["plot"], out_dir))
+
+
+# --------------------------------------------------------------------- docs
+@main.command()
+@click.argument("topic", required=False)
+@click.option("--path", "show_path", is_flag=True, help="Print the page's file path instead of its text.")
+def docs(topic, show_path):
+    """List the documentation pages installed with edgesynth, or print the
+    page of TOPIC (e.g. `edgesynth docs privacy`, `edgesynth docs api`)."""
+    if topic is None:
+        for t in es.docs_topics():
+            click.echo("%-20s %s" % (t, docs_title(t)))
+        click.echo("(pages in %s; `edgesynth docs TOPIC` prints one)" % docs_dir(), err=True)
+        return
+    path = es.docs_path(topic)
+    if show_path:
+        click.echo(path)
+        return
+    with open(path, encoding="utf-8") as fh:
+        click.echo(fh.read(), nl=False)
 
 
 if __name__ == "__main__":
     main()
-
-
-def plan_command(mechanism, eps, bounds=None, bins=None, branching=None, domain=None, cap=None, names=None,
-                 relation="add-remove", output=None, as_json=False, echo=print, echo_json=print,
-                 sample_bits=None, sample_seed=None, ram=None, runtime="micropython"):
-    """`edgesynth plan --mechanism cdf|profile`: build, write and describe the
-    config. ``ram`` (bytes or None) is the device budget for ``runtime``."""
-    if mechanism == "cdf":
-        cfg = _plan_cdf(eps, bounds, bins, branching, names, relation, ram, runtime)
-        m, p = cfg["mechanisms"][0], cfg["plan"]
-        line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (
-            output, m["bins"], "" if p["bins_choice"] == "given" else " (%s)" % p["bins_choice"],
-            "x".join(map(str, m["branching"])), p["padded_leaves"], p["counter_bytes"] // 4, p["counter_bytes"])
-    else:
-        from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
-        if cap is None:
-            raise InputError("--mechanism profile needs --cap")
-        lo, hi = parse_domain(domain) if domain is not None else (None, None)
-        cfg = plan_profile(lo, hi, cap, eps, names=names, relation=relation, sample_bits=sample_bits,
-                           sample_seed=sample_seed, ram=ram, runtime=runtime)
-        m, p = cfg["mechanisms"][0], cfg["plan"]
-        line = "wrote %s: profile over %d ids [%d, %d), cap %d; counters %d B; expected l2 error ~ %.3g" % (
-            output, p["ids"], m["lo"], m["hi"], cap, p["counter_bytes"], p["expected_error_scale_l2"])
-    line += "; expected peak %d B (%s)%s" % (p["expected_peak_bytes"], runtime,
-                                             "" if ram is None else " of %d B" % ram)
-    write_config(output, cfg)
-    if as_json:
-        echo_json({**cfg["plan"], **{k: v for k, v in cfg["mechanisms"][0].items() if k != "sigma"},
-                   "config": output})
-    else:
-        echo(line)
-    return cfg
-
-
-def _plan_cdf(eps, bounds, bins, branching, names, relation, ram, runtime):
-    """The CDF config of the command's flags (parsing only; cdf_plan plans)."""
-    from edgesynth.mechanisms.cdf.plan import plan_cdf
-    from edgesynth.config import parse_bounds
-    if bounds is None:
-        raise InputError("--mechanism cdf needs --bounds and --bins (or --ram to choose the bins)")
-    lo, hi = parse_bounds(bounds)
-    br = None
-    if branching:
-        try:
-            br = [int(x) for x in branching.split(",")]
-        except ValueError:
-            raise InputError("--branching must list integers like 16,16, got %r" % branching)
-    return plan_cdf(lo, hi, eps, bins, names=names, branching=br, relation=relation, ram=ram, runtime=runtime)
-
-
-def assemble_line(summary, output):
-    """One line describing an assembled CDF generator or profile."""
-    tail = "; wrote %s" % output if output else ""
-    if summary["mechanism"] == "cdf":
-        med = summary["quantiles"]["0.5"]
-        return "cdf generator from %d frame(s): K=%d, median %s, epsilon %s per reading%s" % (
-            summary["frames"], summary["bins"], med, summary["epsilon"], tail)
-    return "profile of %d ids from %d frame(s): distinct ~ %.1f, never seen %.3f, epsilon %s%s" % (
-        summary["ids"], summary["frames"], summary["distinct"], summary["never_seen"], summary["epsilon"], tail)

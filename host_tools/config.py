@@ -6,6 +6,7 @@ planner (edgesynth.mechanisms.<name>.plan) fills in its own part.
 """
 import json
 import math
+import numbers
 from fractions import Fraction
 
 from edgesynth.agent.privhp.build import MAX_INT_SPAN
@@ -43,35 +44,9 @@ def combine(cfgs):
             "mechanisms": mechs, "plan": {"combined": plans, "epsilon": str(eps)}}
 
 
-def combine_files(paths, output):
-    from edgesynth.config import load_config
-    cfg = combine([load_config(p) for p in paths])
-    from edgesynth.agent.wire import MECHANISMS, RELATIONS
-    from edgesynth.agent.device import routes, mechanism_class
-    from edgesynth.agent.errors import ConfigError
-    for m in cfg["mechanisms"]:
-        if not isinstance(m, dict) or m.get("kind") not in MECHANISMS:
-            raise InputError("combined config is invalid: unknown mechanism %r" % (m,))
-    try:  # what the device would refuse (tables only: no noise is drawn here)
-        mechs = [mechanism_class(m["kind"])(m, RELATIONS[cfg["relation"]]) for m in cfg["mechanisms"]]
-        routes(cfg, mechs)
-    except (ConfigError, KeyError) as e:
-        raise InputError("combined config is invalid: %s" % e)
-    # exact, from the tables just built; the runtime overhead of a combined
-    # device is not measured, so there is no --ram check here
-    cfg["plan"]["counter_bytes"] = sum(m.counter_bytes() for m in mechs)
-    write_config(output, cfg)
-    names = []
-    for m in cfg["mechanisms"]:
-        names.append("%s(%s)" % (m["kind"], ",".join(m.get("names") or [])))
-    return ("wrote %s: %s; epsilon %s; counters %d B in all, plus the runtime's overhead (not measured for "
-            "combined configs: no RAM check)" % (output, " + ".join(names), cfg["plan"]["epsilon"],
-                                                  cfg["plan"]["counter_bytes"]))
-
-
 def parse_bounds(text):
     """'LO:HI[,LO:HI...]' -> (lo list, hi list); integers stay integers."""
-    lo, hi = [], []
+    pairs = []
     for i, part in enumerate(str(text).split(",")):
         bits = part.strip().split(":")
         if len(bits) != 2:
@@ -85,15 +60,35 @@ def parse_bounds(text):
                     v = float(b)
                 except ValueError:
                     raise InputError("bound %d: %r is not a number" % (i + 1, b))
-                if not math.isfinite(v):
-                    raise InputError("bound %d: %r is not finite" % (i + 1, b))
+            vals.append(v)
+        pairs.append(vals)
+    return check_bounds(pairs)
+
+
+def check_bounds(pairs):
+    """``[(lo, hi), ...]`` -> (lo list, hi list), each pair a finite
+    lo < hi; Python or numpy integers stay ints (integer channels), other
+    numbers become floats. InputError naming the bound (1-based) otherwise."""
+    lo, hi = [], []
+    for i, pair in enumerate(pairs):
+        if len(pair) != 2:
+            raise InputError("bound %d (%r) must be a (lo, hi) pair" % (i + 1, pair))
+        vals = []
+        for v in pair:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise InputError("bound %d: %r is not a number" % (i + 1, v))
+            v = int(v) if isinstance(v, numbers.Integral) else float(v)
+            if not math.isfinite(v):
+                raise InputError("bound %d: %r is not finite" % (i + 1, v))
             vals.append(v)
         if not vals[0] < vals[1]:
-            raise InputError("bound %d: LO (%s) must be below HI (%s)" % (i + 1, bits[0], bits[1]))
+            raise InputError("bound %d: LO (%s) must be below HI (%s)" % (i + 1, vals[0], vals[1]))
         if isinstance(vals[0], int) and isinstance(vals[1], int) and vals[1] - vals[0] > MAX_INT_SPAN:
             raise InputError("bound %d: integer span exceeds 2**29 - 1; use float bounds" % (i + 1))
         lo.append(vals[0])
         hi.append(vals[1])
+    if not lo:
+        raise InputError("--bounds needs at least one LO:HI range")
     return lo, hi
 
 

@@ -1,4 +1,5 @@
-"""`edgesynth demo` plans from public parameters only and draws fresh entropy unless seeded."""
+"""`edgesynth demo` plans from public parameters only, draws fresh entropy unless seeded,
+and its library function returns what the command prints."""
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ def demo(tmp_path, monkeypatch):
         data = np.column_stack([rng.uniform(30, 80, n), rng.uniform(45, 75, n)])
         monkeypatch.setattr(datasets, "station_temperatures", lambda: (data, list(datasets.NAMES)))
         out = tmp_path / name
-        run_demo(str(out), "1", 32 * 1024, seed, echo=lambda *a: None)
+        run_demo(str(out), "1", 32 * 1024, seed)
         return out
     return go
 
@@ -30,3 +31,22 @@ def test_noise_is_fresh_unless_seeded(demo):
     assert (first / "release.msgpack").read_bytes() != (second / "release.msgpack").read_bytes()
     s1, s2 = demo(500, 9, "s1"), demo(500, 9, "s2")
     assert (s1 / "release.msgpack").read_bytes() == (s2 / "release.msgpack").read_bytes()
+
+
+def test_run_demo_prints_nothing_and_returns_what_the_command_prints(tmp_path, monkeypatch, capsys):
+    from click.testing import CliRunner
+
+    from edgesynth.cli import main
+    rng = np.random.default_rng(3)
+    data = np.column_stack([rng.uniform(30, 80, 400), rng.uniform(45, 75, 400)])
+    monkeypatch.setattr(datasets, "station_temperatures", lambda: (data, list(datasets.NAMES)))
+    r = run_demo(str(tmp_path / "lib"), 1, "32K", 5)
+    assert capsys.readouterr() == ("", "")
+    assert (r.n, r.n_synthetic, r.names, r.seed) == (400, 400, list(datasets.NAMES), 5)
+    assert r.frame_bytes == (tmp_path / "lib" / "release.msgpack").stat().st_size
+    assert sorted(r.files) == ["config", "frame", "generator", "plot", "real", "report", "synthetic"]
+    out = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "cli"), "--ram", "32K", "--seed", "5"])
+    assert out.exit_code == 0, out.output
+    assert "device: released one %d-byte frame" % r.frame_bytes in out.output
+    assert "host: generator with %d leaves; sampled 400 synthetic rows" % r.leaves in out.output
+    assert (tmp_path / "lib" / "synthetic.csv").read_bytes() == (tmp_path / "cli" / "synthetic.csv").read_bytes()

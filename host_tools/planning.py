@@ -1,0 +1,201 @@
+"""Planning a device: the public config for a privacy budget and a RAM budget
+(``edgesynth plan`` and ``edgesynth combine``; docs/config.md, docs/api.md).
+
+Each mechanism's planner (edgesynth.mechanisms.<name>.plan) does the work;
+this module turns the command line's values, or Python ones, into its
+arguments, so the library and the command give the same config for the same
+inputs. Error messages name options as the command line spells them.
+"""
+import operator
+import os
+from collections.abc import Mapping
+from fractions import Fraction
+
+from edgesynth.agent.device import mechanism_class, routes
+from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.wire import MECHANISMS, RELATIONS
+from edgesynth.budget import parse_epsilon
+from edgesynth.config import check_bounds, combine as combine_configs, load_config, parse_bounds
+from edgesynth.errors import InputError
+from edgesynth.mechanisms.cdf.plan import plan_cdf
+from edgesynth.mechanisms.privhp.plan import plan_privhp
+from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
+from edgesynth.ram import parse_size
+
+DEVICE_RUNTIMES = ("micropython", "c")
+SKETCHES = ("cms", "cs")
+
+
+def _one_of(value, choices, what):
+    if value not in choices:
+        raise InputError("%s must be one of %s, got %r" % (what, ", ".join(choices), value))
+    return value
+
+
+def _int_in(value, lo, hi, what):
+    """``value`` (None passes) as an int, in [lo, hi] unless they are None."""
+    if value is None:
+        return None
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise InputError("%s must be an integer, got %r" % (what, value))
+    if lo is not None and not lo <= v <= hi:
+        raise InputError("%s must be in [%d, %d], got %d" % (what, lo, hi, v))
+    return v
+
+
+def _bounds(bounds, names):
+    """(lo, hi, names) of ``bounds``: 'LO:HI,...', a list of (lo, hi) pairs,
+    or a dict {name: (lo, hi)} whose keys become the channel names."""
+    if isinstance(bounds, str):
+        lo, hi = parse_bounds(bounds)
+        return lo, hi, names
+    if isinstance(bounds, Mapping):
+        if names is not None and list(names) != [str(k) for k in bounds]:
+            raise InputError("the bounds' keys name the channels; leave out --names or give the same names")
+        names = [str(k) for k in bounds]
+        bounds = list(bounds.values())
+    try:
+        pairs = [tuple(p) for p in bounds]
+    except TypeError:
+        raise InputError("--bounds must be 'LO:HI,...', a list of (lo, hi) pairs or a dict of them")
+    lo, hi = check_bounds(pairs)
+    return lo, hi, names
+
+
+def _names(names):
+    """A list of channel names from 'a,b' or a sequence (None passes)."""
+    if names is None:
+        return None
+    cols = [c.strip() for c in names.split(",")] if isinstance(names, str) else [str(c) for c in names]
+    cols = [c for c in cols if c]
+    if not cols:
+        raise InputError("--names needs at least one name")
+    if len(set(cols)) != len(cols):
+        raise InputError("--names names a channel twice")
+    return cols
+
+
+def _share(value):
+    try:
+        share = Fraction(str(value))
+    except (ValueError, ZeroDivisionError):
+        share = None
+    if share is None or not 0 <= share < 1:
+        raise InputError("--clamp-share must be a fraction in [0, 1), got %r" % (value,))
+    return share
+
+
+def _branching(value):
+    if value is None or isinstance(value, (list, tuple)):
+        return None if value is None else [int(x) for x in value]
+    try:
+        return [int(x) for x in str(value).split(",")]
+    except ValueError:
+        raise InputError("--branching must list integers like 16,16, got %r" % value)
+
+
+def _domain(value):
+    if value is None:
+        return None, None
+    if not isinstance(value, str):
+        try:
+            lo, hi = value
+        except (TypeError, ValueError):
+            raise InputError("--domain must be 'LO:HI' or a (lo, hi) pair, got %r" % (value,))
+        value = "%s:%s" % (lo, hi)
+    return parse_domain(value)
+
+
+def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, bins=None, branching=None,
+         domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None, clamp_share="1/50",
+         uniform_split=False, hash_seed=None, relation="add-remove", device_runtime="micropython"):
+    """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
+
+    bounds: the public range of each channel, never read off the data (privhp
+        and cdf): a dict ``{"temp": (0, 110), ...}`` whose keys become the
+        channel names, a list of (lo, hi) pairs or the command line's
+        "0:110,0:100". Integer bounds keep readings integral (ADC codes).
+    epsilon: privacy budget per reading, > 0 and at most 20: 1, 0.5, "1/3",
+        Fraction(1, 3).
+    ram: bytes the agent may use on the device (int, or "32K", "1.5M").
+        privhp: required, it sets the shape. cdf: refuses bins that do not
+        fit; without bins, the largest that fit. profile: refuses a domain
+        that does not fit; with sample_bits and no domain, the largest
+        sampled range [0, n) that fits.
+    mechanism: "privhp" (joint distribution of up to a few channels), "cdf"
+        (per-channel CDFs) or "profile" (how many ids occur t times).
+    names: channel names (list or "a,b"; default x0, x1, ...; profile: one).
+    bins: cdf bins per channel, 2..2**24. branching: cdf tree, e.g. [16, 16].
+    domain: profile ids lo <= id < hi, (lo, hi) or "LO:HI". cap: profile's
+        public cap on one id's count, 1..2**24. sample_bits: profile over
+        hashed ids from [0, 2**B), B even; domain is then the kept range.
+    n_max: public upper bound on readings per release (2..2**29), sets the
+        PrivHP tree depth. sketch: "cms" or "cs". rows: sketch rows j, 1..16.
+    clamp_share: part of epsilon for the noisy count of out-of-range
+        readings, in [0, 1). uniform_split: split epsilon evenly over levels.
+    hash_seed: public seed shared by devices that will be merged (privhp;
+        the sample's seed for profile; default random, so pass one for a
+        reproducible config).
+    relation: "add-remove" or "replace" (neighbouring streams; replace
+        doubles the noise). device_runtime: "micropython" or "c", the RAM
+        charged beyond the counters.
+
+    Raises InputError (with what is needed and what is given) when the plan
+    cannot fit ``ram`` or an option is malformed.
+    """
+    _one_of(mechanism, MECHANISMS, "--mechanism")
+    _one_of(relation, tuple(RELATIONS), "--relation")
+    _one_of(device_runtime, DEVICE_RUNTIMES, "--device-runtime")
+    eps = parse_epsilon(epsilon)
+    ram_bytes = parse_size(ram, "--ram") if ram is not None else None
+    names = _names(names)
+    bins = _int_in(bins, 2, 1 << 24, "--bins")
+    cap = _int_in(cap, 1, 1 << 24, "--cap")
+    sample_bits = _int_in(sample_bits, None, None, "--sample-bits")  # the planner checks its range
+    rows = _int_in(rows, 1, 16, "--rows")
+    n_max = _int_in(n_max, 2, 2 ** 29, "--n-max")
+    if mechanism == "profile":
+        if cap is None:
+            raise InputError("--mechanism profile needs --cap")
+        lo, hi = _domain(domain)
+        return plan_profile(lo, hi, cap, eps, names=names, relation=relation, sample_bits=sample_bits,
+                            sample_seed=hash_seed, ram=ram_bytes, runtime=device_runtime)
+    if mechanism == "cdf":
+        if bounds is None:
+            raise InputError("--mechanism cdf needs --bounds and --bins (or --ram to choose the bins)")
+        lo, hi, names = _bounds(bounds, names)
+        return plan_cdf(lo, hi, eps, bins, names=names, branching=_branching(branching), relation=relation,
+                        ram=ram_bytes, runtime=device_runtime)
+    if bounds is None or ram_bytes is None:
+        raise InputError("--mechanism privhp needs --bounds and --ram")
+    lo, hi, names = _bounds(bounds, names)
+    return plan_privhp(lo, hi, eps, ram_bytes, names=names, n_max=n_max, sketch=_one_of(sketch, SKETCHES, "--sketch"),
+                       j=rows, clamp_share=_share(clamp_share), uniform_split=bool(uniform_split),
+                       hash_seed=hash_seed, relation=relation, runtime=device_runtime)
+
+
+def combine(configs):
+    """One device config holding every mechanism of ``configs`` (config
+    dicts or paths of config files, at least two), as `edgesynth combine`
+    writes it.
+
+    Epsilon adds up (every reading reaches every mechanism); each mechanism
+    reads its own named columns. ``plan["counter_bytes"]`` is the exact
+    counter bytes of all parts; the runtime overhead of a combined device is
+    not measured, so nothing is checked against a RAM budget. InputError when
+    the device would refuse the result.
+    """
+    cfgs = [load_config(c) if isinstance(c, (str, os.PathLike)) else c for c in configs]
+    cfg = combine_configs(cfgs)
+    for m in cfg["mechanisms"]:
+        if not isinstance(m, dict) or m.get("kind") not in MECHANISMS:
+            raise InputError("combined config is invalid: unknown mechanism %r" % (m,))
+    try:  # what the device would refuse (tables only: no noise is drawn here)
+        mechs = [mechanism_class(m["kind"])(m, RELATIONS[cfg["relation"]]) for m in cfg["mechanisms"]]
+        routes(cfg, mechs)
+    except (ConfigError, KeyError) as e:
+        raise InputError("combined config is invalid: %s" % e)
+    cfg["plan"]["counter_bytes"] = sum(m.counter_bytes() for m in mechs)
+    return cfg

@@ -1,0 +1,70 @@
+"""How close synthetic rows are to the real ones (``edgesynth evaluate``;
+the figures are edgesynth.evaluation.metrics.utility_report's)."""
+import numpy as np
+
+from edgesynth.config import check_bounds, parse_bounds
+from edgesynth.errors import EvaluationInputError, InputError
+from edgesynth.evaluation.metrics import utility_report
+from edgesynth.tables import as_table, column_names
+
+
+def _box(bounds, columns, x, y):
+    """(lo, hi) float arrays of the normalising box."""
+    if bounds is None:  # the range of both data sets, as `edgesynth evaluate` without --bounds
+        both = np.vstack([x, y])
+        lo, hi = both.min(axis=0), both.max(axis=0)
+        return lo, np.where(hi > lo, hi, lo + 1.0)
+    if isinstance(bounds, dict) and isinstance(bounds.get("mechanisms"), list):  # a device config
+        m = bounds["mechanisms"][0]
+        if "lo" not in m or not isinstance(m["lo"], list):
+            raise InputError("the config's first mechanism has no per-channel bounds")
+        pairs = dict(zip(m["names"], zip(m["lo"], m["hi"])))
+        if not all(c in pairs for c in columns):
+            raise InputError("the config's channels %s do not cover the columns %s" % (m["names"], columns))
+        bounds = [pairs[c] for c in columns]
+    elif isinstance(bounds, dict):
+        missing = [c for c in columns if c not in bounds]
+        if missing:
+            raise InputError("bounds has no range for column %r" % missing[0])
+        bounds = [bounds[c] for c in columns]
+    lo, hi = parse_bounds(bounds) if isinstance(bounds, str) else check_bounds([tuple(p) for p in bounds])
+    if len(lo) != len(columns):
+        raise InputError("--bounds has %d channels, --columns %d" % (len(lo), len(columns)))
+    return np.array(lo, float), np.array(hi, float)
+
+
+def evaluate(real, synthetic, columns=None, bounds=None, seed=0):
+    """Utility figures of ``synthetic`` rows against ``real`` ones, beside a
+    uniform baseline: a JSON-ready dict, what `edgesynth evaluate --json` prints.
+
+    real, synthetic: DataFrames, dicts of columns or arrays (n, d); at least
+        2 real rows and 1 synthetic row.
+    columns: the columns to compare (default: the synthetic rows' columns,
+        or every column of arrays, named x0, x1, ...).
+    bounds: the box that normalises every channel to [0, 1] ("LO:HI,...",
+        a list of pairs, a dict {column: (lo, hi)} or the device config);
+        default the range of both data sets, as the command without --bounds.
+    seed: int or numpy Generator for subsampling and the random range queries.
+
+    Keys (see edgesynth.evaluation.metrics.utility_report): ``synthetic`` and
+    ``baseline`` each hold per-channel W1 (``channels``: ``w1`` in data units,
+    ``w1_normalized`` in [0, 1]), ``w1_joint`` (l-inf, normalised units) and
+    ``range_query_error`` (mean absolute error of box fractions, in [0, 1]);
+    ``w1_joint_floor`` is the subsampling floor of the joint figure. Lower
+    is better.
+    """
+    if columns is None:
+        columns = column_names(synthetic) or column_names(real)
+    elif isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    x, names = as_table(real, columns, "real")
+    y, _ = as_table(synthetic, names, "synthetic")
+    if len(x) < 2 or not len(y):
+        raise EvaluationInputError("evaluate needs at least 2 real rows and 1 synthetic row, got %d and %d"
+                                   % (len(x), len(y)))
+    lo, hi = _box(bounds, names, x, y)
+    try:
+        rng = np.random.default_rng(seed)
+    except (TypeError, ValueError) as e:
+        raise InputError("seed must be an int >= 0 or a numpy Generator (%s)" % e)
+    return utility_report(x, y, lo, hi, names, rng)

@@ -1,0 +1,272 @@
+"""Running the device agent over recorded readings on this machine
+(``edgesynth simulate``; docs/api.md).
+
+The runtimes (edgesynth.runtimes) run the agent; this module takes the
+readings as a DataFrame, a dict of columns or a 2-D array, the seed and key
+as the command line or Python gives them, and the public release schedule
+of a device that releases one frame per time window (docs/trust.md §3).
+"""
+import datetime
+import math
+import operator
+import os
+
+import numpy as np
+
+from edgesynth.agent.errors import BudgetError, ConfigError, SealedError
+from edgesynth.config import load_config
+from edgesynth.errors import InputError
+from edgesynth.fleet.keys import Keyring, load as load_keyring
+from edgesynth.ram import parse_size
+from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction, simulate as run_one
+from edgesynth.runtimes.windows import Schedule, parse_time, simulate_windows as run_windows
+from edgesynth.tables import as_table, pick
+
+MAX_U32 = 2 ** 32 - 1
+
+
+def config_columns(cfg):
+    """The columns a device of ``cfg`` reads, in order: its one mechanism's
+    channel names, or the inputs of a combined config (each mechanism's
+    names, first seen first)."""
+    if cfg.get("inputs"):
+        return list(cfg["inputs"])
+    mechs = cfg["mechanisms"]
+    out = []
+    for m in mechs:
+        for n in m.get("names") or []:
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def _config(cfg):
+    if isinstance(cfg, (str, os.PathLike)):
+        return load_config(cfg)
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("mechanisms"), list):
+        raise InputError("not an edgesynth device config (es.plan returns one)")
+    return cfg
+
+
+def _readings(cfg, data, columns):
+    """(x, columns): the readings as a float64 (n, d) array and the names of
+    its columns, which the device reads in this order."""
+    if columns is not None:
+        columns = [columns] if isinstance(columns, str) else list(columns)
+    else:
+        columns = config_columns(cfg) or None
+    return as_table(data, columns, "data")
+
+
+def _hex(text, what):
+    try:
+        b = bytes.fromhex(text)
+    except ValueError:
+        raise InputError("%s must be hexadecimal" % what)
+    if not b:
+        raise InputError("%s is empty" % what)
+    return b
+
+
+def seed_bytes(seed):
+    """The agent's seed from None (fresh entropy), bytes, a hex string (as
+    ``--seed``) or an int in [0, 2**64) (8 bytes, big-endian)."""
+    if seed is None:
+        return None
+    if isinstance(seed, str):
+        return _hex(seed, "--seed")
+    if isinstance(seed, (bytes, bytearray)):
+        if not seed:
+            raise InputError("--seed is empty")
+        return bytes(seed)
+    try:
+        s = operator.index(seed)
+    except TypeError:
+        raise InputError("a seed is None, bytes, a hex string or an int, got %r" % (seed,))
+    if not 0 <= s < 2 ** 64:
+        raise InputError("an int seed must be in [0, 2**64), got %d" % s)
+    return s.to_bytes(8, "big")
+
+
+def device_key(key, keyring, device_id):
+    """The HMAC key of ``key`` (bytes or hex) or of ``device_id`` in
+    ``keyring`` (a path or Keyring), at most one of them, or None."""
+    if key is not None and keyring is not None:
+        raise InputError("pass --key or --keyring, not both")
+    if keyring is not None:
+        ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
+        return ring.require(device_id)
+    if isinstance(key, str):
+        return _hex(key, "--key")
+    return bytes(key) if key else None
+
+
+def _u32(value, what):
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise InputError("%s must be an integer, got %r" % (what, value))
+    if not 0 <= v <= MAX_U32:
+        raise InputError("%s must be in [0, 2**32 - 1], got %d" % (what, v))
+    return v
+
+
+def _seconds(value, what):
+    """Unix seconds of a number, a datetime (naive means UTC) or a string
+    ``parse_time`` reads."""
+    if isinstance(value, str):
+        try:
+            return parse_time(value)
+        except ValueError as e:
+            raise InputError("%s: %s" % (what, e))
+    if isinstance(value, np.datetime64):
+        return value.astype("datetime64[ns]").astype(np.int64) / 1e9
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return value.timestamp()
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError("%s: %r is not a time (Unix seconds, ISO 8601 or a datetime)" % (what, value))
+    if not math.isfinite(v):
+        raise InputError("%s: %r is not a finite time" % (what, value))
+    return v
+
+
+def _times(times, n):
+    """Unix seconds (float64, shape (n,)) of ``times``: numbers, datetime64,
+    datetimes or strings."""
+    t = np.asarray(times)
+    if t.ndim != 1 or t.size != n:
+        raise InputError("times has %d values for %d readings" % (t.size, n))
+    if t.dtype.kind == "M":
+        return t.astype("datetime64[ns]").astype(np.int64) / 1e9
+    if t.dtype.kind in "iuf":
+        t = t.astype(np.float64)
+        if not np.all(np.isfinite(t)):
+            raise InputError("times holds a value that is not a finite time")
+        return t
+    return np.array([_seconds(v, "times[%d]" % i) for i, v in enumerate(t)], dtype=np.float64)
+
+
+def window_schedule(window, start, end):
+    """The public release schedule: every window of ``window`` seconds (a
+    positive int) on the grid anchored at the Unix epoch that meets [start,
+    end). ``start``/``end``: Unix seconds, ISO 8601 strings ("2010-01-01T00:00Z";
+    no offset means UTC) or datetimes, fixed before any data.
+    ``schedule.check(t)`` refuses a time outside it."""
+    try:
+        window = operator.index(window)
+    except TypeError:
+        raise InputError("--window must be a positive whole number of seconds, got %r" % (window,))
+    return Schedule(window, _seconds(start, "--start"), _seconds(end, "--end"))
+
+
+def outside_fraction(cfg, data, columns=None):
+    """Fraction (0..1) of the rows of ``data`` with a value outside the
+    config's bounds: the device clamps them into the edge cells (a notice,
+    not an error; 0 for a profile, which has no bounds)."""
+    cfg = _config(cfg)
+    if not cfg["mechanisms"] or "lo" not in cfg["mechanisms"][0]:
+        return 0.0
+    x, _ = _readings(cfg, data, columns)
+    return clamped_fraction(x, cfg)
+
+
+def _run(call):
+    """``call()``, with the agent's own errors turned into InputError."""
+    try:
+        return call()
+    except (ConfigError, SealedError, BudgetError) as e:
+        raise InputError("invalid device config: %s" % e)
+
+
+def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id="device", epoch=0, seq=0,
+             key=None, keyring=None, heap=DEFAULT_HEAP, cpu="cortex-m4", window=None, start=None, end=None,
+             times=None, progress=None):
+    """The frame bytes a device of ``cfg`` releases after reading ``data``.
+
+    cfg: a config dict (es.plan) or the path of a config file.
+    data: a DataFrame or dict of columns, read by the config's channel names
+        (or by ``columns``), or an array of shape (n, d) whose columns are the
+        channels in order. Readings outside the bounds are clamped.
+    seed: None draws fresh entropy (private). bytes, a hex string (as
+        ``--seed``) or an int in [0, 2**64) make the noise reproducible: NOT
+        private, for tests and simulation only.
+    runtime: "cpython" (the agent's code per reading), "numpy" (vectorised,
+        the same bytes), "micropython" (the unix port with a heap of ``heap``
+        bytes, int or "32K"), "native" (the C core through cffi) or "qemu"
+        (the C core on an emulated Cortex-M, ``cpu`` "cortex-m4" or
+        "cortex-m0plus").
+    columns: names of the data's columns to feed, in channel order; with an
+        array, its column names, which the frame carries as channel names.
+    device_id: name carried in the frame (1..64 bytes). epoch, seq: the
+        release's numbers, 0..2**32-1.
+    key: HMAC key (bytes or hex) to tag the frame; or keyring (a path or
+        es.load_keyring(...)) holding ``device_id``'s key.
+    window, start, end, times: release on a public clock instead, one frame
+        per window (see simulate_windows); the result is the frames back to
+        back and ``epoch`` must stay 0.
+    progress: optional callable given the number of readings consumed.
+
+    Returns bytes: one frame, or with ``window`` every window's frame.
+    """
+    timed = (window, start, end, times)
+    if any(v is not None for v in timed):
+        if epoch:
+            raise InputError("--epoch is the window index with --window; leave it out")
+        frames = simulate_windows(cfg, data, times, window, start, end, seed, runtime=runtime, columns=columns,
+                                  device_id=device_id, seq=seq, key=key, keyring=keyring, heap=heap, cpu=cpu,
+                                  progress=progress)
+        return b"".join(f for _, f in frames)
+    cfg = _config(cfg)
+    x, cols = _readings(cfg, data, columns)
+    run = dict(runtime=runtime, seed=seed_bytes(seed), device_id=device_id, epoch=_u32(epoch, "--epoch"),
+               seq=_u32(seq, "--seq"), key=device_key(key, keyring, device_id), heap=parse_size(heap, "--heap"),
+               cpu=cpu, progress=progress)
+    return bytes(_run(lambda: run_one(cfg, x, cols, **run)))  # the agent releases a bytearray
+
+
+def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime="cpython", columns=None,
+                     device_id="device", seq=0, key=None, keyring=None, heap=DEFAULT_HEAP, cpu="cortex-m4",
+                     progress=None):
+    """Frames ``[(epoch, bytes), ...]`` of a device that releases one frame
+    per public time window, in time order (docs/trust.md §3).
+
+    A reading at time t belongs to window floor(t / window) on a grid
+    anchored at the Unix epoch; every window that meets [start, end) is a
+    fresh agent with fresh noise and one frame, empty or not, whose epoch is
+    the window index. Nothing about the schedule is read off the data.
+
+    times: each reading's time, as Unix seconds, datetime64, datetimes or ISO
+        8601 strings, or the name of a column of ``data`` holding them. A
+        reading outside [start, end) is refused.
+    window: seconds per window, a positive int. start, end: see
+        window_schedule.
+    seed: as in simulate; window e is then seeded from (seed, e), so frames
+        are reproducible and NOT private.
+    seq: sequence number of the first window's frame; it counts up.
+    Other arguments as in simulate.
+    """
+    if window is None or start is None or end is None or times is None:
+        raise InputError("--window, --start, --end and the readings' times go together")
+    cfg = _config(cfg)
+    schedule = window_schedule(window, start, end)
+    x, cols = _readings(cfg, data, columns)
+    if isinstance(times, str):
+        if times in cols:
+            raise InputError("--time-column %r is also in --columns" % times)
+        times = pick(data, times, "data")
+    t = _times(times, x.shape[0])
+    bad = np.flatnonzero(~((t >= schedule.start) & (t < schedule.end)))
+    if bad.size:
+        try:
+            schedule.check(float(t[bad[0]]))
+        except ValueError as e:
+            raise InputError("reading %d: %s" % (bad[0], e))
+    run = dict(runtime=runtime, device_id=device_id, key=device_key(key, keyring, device_id),
+               heap=parse_size(heap, "--heap"), cpu=cpu)
+    frames = _run(lambda: run_windows(cfg, x, t, cols, schedule, seed=seed_bytes(seed),
+                                      first_seq=_u32(seq, "--seq"), progress=progress, **run))
+    return [(e, bytes(f)) for e, f in frames]

@@ -1,0 +1,51 @@
+"""Frames into the durable store (``edgesynth ingest``, ``store migrate``;
+docs/trust.md): verify each frame under its device's key, store it in its own
+transaction, and only then report it."""
+import os
+
+from edgesynth.fleet.ingest import ingest as ingest_files, migrate as migrate_store
+from edgesynth.fleet.keys import Keyring, load as load_keyring
+from edgesynth.fleet.store import Store, require_schema_1
+
+
+def _into_store(store, keyring, run, on_frame):
+    """Open (or create) ``store`` unless it is a Store, and ``run(store,
+    key_for, report)`` with ``keyring``'s keys; returns its Outcome."""
+    ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
+    report = on_frame or (lambda r: None)
+    if isinstance(store, Store):
+        return run(store, ring.key_for, report)
+    with Store(os.fspath(store), create=True) as st:
+        return run(st, ring.key_for, report)
+
+
+def ingest(files, store, keyring, on_frame=None):
+    """Verify the frames of ``files`` (paths, in order) and append them
+    durably to ``store`` (a path, created if no file exists there, or an
+    open es.Store), in any order and idempotently.
+
+    keyring: a path or es.load_keyring(...): each frame must verify under
+        the key of its envelope's device.
+    on_frame: optional callable given one Report per frame right after its
+        commit (``result`` "stored", "duplicate", "conflict" or "rejected",
+        ``reason``, ``device``, ``epoch``, ``seq``; ``text()`` and ``json()``
+        are the command's lines). Pass ``list.append`` to keep them.
+
+    Returns the Outcome: ``ok`` (every frame stored or a duplicate),
+    ``counts`` and ``summary()``. A frame that does not verify or conflicts
+    with a stored one is reported, not raised; IngestStopped is raised when
+    the store cannot be written (every frame reported before is stored).
+    """
+    files = [os.fspath(f) for f in ([files] if isinstance(files, (str, os.PathLike)) else files)]
+    return _into_store(store, keyring, lambda st, key_for, report: ingest_files(st, files, key_for, report),
+                       on_frame)
+
+
+def migrate(old, store, keyring, on_frame=None):
+    """Copy the frames of a store written by an earlier edgesynth (schema 1)
+    at ``old`` (only read) into ``store``, verified and stored as by ingest;
+    returns the Outcome."""
+    old = os.fspath(old)
+    require_schema_1(old)  # before a new store is made
+    return _into_store(store, keyring, lambda st, key_for, report: migrate_store(old, st, key_for, report),
+                       on_frame)

@@ -1,0 +1,190 @@
+"""From release frames to synthetic data: read and verify frames, assemble a
+generator, save and load it, sample rows (``edgesynth assemble``, ``sample``,
+``inspect``; docs/api.md).
+"""
+import os
+
+import numpy as np
+
+from edgesynth.describe import describe
+from edgesynth.errors import FrameError, InputError
+from edgesynth.fleet.keys import Keyring, load as load_keyring
+from edgesynth.fleet.store import Store
+from edgesynth.frames import Release, iter_frames, read_frames as read_frame_file
+from edgesynth.mechanisms import REGISTRY, assemble as assemble_any, load_generator
+from edgesynth.outputs import write_bytes
+from edgesynth.simulation import device_key
+from edgesynth.tables import to_frame
+
+SAMPLE_BLOCK = 1 << 20  # rows drawn per call: bounds memory for any n; the CLI writes block by block
+MAX_SAMPLE = 10 ** 9    # rows one sample may ask for
+
+
+def frame_keys(key=None, keyring=None):
+    """``(key_for, require_tag)`` for reading frames: one key (bytes or hex)
+    for every frame, or each frame's key looked up in ``keyring`` (a path or
+    Keyring) by its envelope's device id; (None, False) without either."""
+    if key is not None and keyring is not None:
+        raise InputError("pass --key or --keyring, not both")
+    if keyring is not None:
+        ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
+        return ring.key_for, True
+    if key is not None:
+        k = device_key(key, None, None)
+        return (lambda device: k), True
+    return None, False
+
+
+def _bytes_frames(buf, label, key_for, require_tag):
+    out = []
+    try:
+        for rel in iter_frames(bytes(buf), key_for, require_tag):
+            out.append(rel)
+    except FrameError as e:
+        raise type(e)("%sframe %d: %s" % (label, len(out), e))
+    if not out:
+        raise FrameError("%sno frame in an empty byte string" % label)
+    return out
+
+
+def read_frames(source, key=None, keyring=None):
+    """Every release in ``source``, verified and decoded, as a list of Release.
+
+    source: a frame file's path, bytes holding one or several frames back to
+        back, a Release, or a list of these.
+    key: HMAC key (bytes or hex) every frame must be tagged with; keyring (a
+        path or es.load_keyring(...)): each frame must verify under its
+        device's key. Without either, tags are not checked.
+
+    Raises a FrameError subclass naming the file (or list item) and frame.
+    """
+    key_for, require_tag = frame_keys(key, keyring)
+    items = source if isinstance(source, (list, tuple)) else [source]
+    out = []
+    for i, item in enumerate(items):
+        label = "" if items is not source else "frames[%d]: " % i
+        if isinstance(item, Release):
+            out.append(item)
+        elif isinstance(item, (bytes, bytearray, memoryview)):
+            out.extend(_bytes_frames(item, label, key_for, require_tag))
+        elif isinstance(item, (str, os.PathLike)):
+            out.extend(read_frame_file(os.fspath(item), key_for=key_for, require_tag=require_tag))
+        else:
+            raise InputError("%sa frame source is a path, bytes or a Release, got %s" % (label, type(item).__name__))
+    return out
+
+
+class Generator:
+    """A generator of synthetic rows assembled from released frames.
+
+    Sampling is post-processing: any number of rows costs no further
+    privacy. ``kind`` is the mechanism ("privhp", "cdf", "profile"),
+    ``names`` the column names of its rows, ``model`` the mechanism's own
+    object (with the array sampler ``model.sample(n, rng)``). A profile's
+    rows are per-id counts drawn from the estimated profile (one column,
+    "count"), not readings.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.kind = next((k for k, m in REGISTRY.items() if isinstance(model, m.Generator)), None)
+        if self.kind is None:
+            raise InputError("not a generator of a known mechanism: %s" % type(model).__name__)
+
+    @property
+    def names(self):
+        return list(self.model.names)
+
+    def __repr__(self):
+        return "<edgesynth.Generator %s over %s>" % (self.kind, ", ".join(self.names))
+
+    def summary(self):
+        """JSON-ready description (what `edgesynth assemble --json` prints)."""
+        return self.model.summary()
+
+    def to_bytes(self):
+        """The generator file's bytes (msgpack)."""
+        return self.model.to_bytes()
+
+    @classmethod
+    def from_bytes(cls, data, source="generator"):
+        """The generator saved in ``data`` (bytes), whatever its kind."""
+        return cls(load_generator(bytes(data), source))
+
+    def save(self, path):
+        """Write the generator file to ``path`` (replaced atomically); es.load reads it."""
+        write_bytes(os.fspath(path), self.to_bytes())
+
+    def blocks(self, n, seed=None):
+        """``n`` rows (0..10**9) as float64 arrays of at most 2**20 rows each,
+        drawn in order from ``numpy.random.default_rng(seed)`` (seed: None, an
+        int >= 0 or a numpy Generator). The same seed gives the same rows."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_SAMPLE:
+            raise InputError("the number of rows must be an integer in [0, %d], got %r" % (MAX_SAMPLE, n))
+        try:
+            rng = np.random.default_rng(seed)
+        except (TypeError, ValueError) as e:
+            raise InputError("seed must be None, an int >= 0 or a numpy Generator (%s)" % e)
+        for start in range(0, int(n), SAMPLE_BLOCK):
+            yield self.model.sample(min(SAMPLE_BLOCK, int(n) - start), rng)
+
+    def sample_array(self, n, seed=None):
+        """``n`` synthetic rows as a float64 array of shape (n, len(names))."""
+        parts = list(self.blocks(n, seed))
+        return np.concatenate(parts) if parts else np.empty((0, len(self.names)))
+
+    def sample(self, n, seed=None):
+        """``n`` synthetic rows as a pandas DataFrame with columns ``names``
+        (the rows `edgesynth sample -n N --seed S` writes, before its CSV
+        rounds them to 10 significant digits)."""
+        return to_frame(self.sample_array(n, seed), self.names)
+
+
+def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, config_id=None, mechanism=None,
+             force_sum=False):
+    """Verify release frames, merge those of one configuration and build a Generator.
+
+    frames: frame bytes (one or several frames back to back), Release
+        objects, frame file paths, or a list of them (see read_frames, with
+        ``key``/``keyring``).
+    store: instead of frames, an ingest store (a path or es.Store), whose
+        frames were verified when stored; ``devices`` (list of ids) and
+        ``config_id`` select among them.
+    mechanism: which mechanism's states to assemble when frames carry
+        several ("privhp", "cdf", "profile"; default: the only one present).
+    force_sum: profile only, sum sketches of the same ids anyway (the error
+        grows as kappa**k).
+
+    Raises MergeError when frames of different configurations are given.
+    """
+    given = frames is not None and not (isinstance(frames, (list, tuple)) and not frames)
+    if given == (store is not None):
+        raise InputError("give frame files or --store, not both and not neither")
+    if (devices or config_id) and store is None:
+        raise InputError("--device and --config-hash select frames of a --store")
+    if store is not None:
+        if isinstance(store, Store):
+            rels = store.releases(devices=list(devices) if devices else None, config_id=config_id)
+        else:
+            with Store(os.fspath(store), create=False) as st:
+                rels = st.releases(devices=list(devices) if devices else None, config_id=config_id)
+    else:
+        rels = read_frames(frames, key=key, keyring=keyring)
+    return Generator(assemble_any(rels, mechanism, force_sum))
+
+
+def load(path):
+    """The Generator saved at ``path`` (by gen.save or `edgesynth assemble -o`)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
+    return Generator(load_generator(data, path))
+
+
+def inspect(path, key=None):
+    """JSON-ready description of a frame file, generator file or device
+    config at ``path``; ``key`` (bytes or hex) verifies tagged frames."""
+    return describe(os.fspath(path), device_key(key, None, None))
