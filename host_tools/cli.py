@@ -75,9 +75,34 @@ def main():
     """
 
 
-def _progress():
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), transient=True, console=Console(stderr=True))
+class _Bar:
+    """A transient progress bar on stderr for one task of ``total`` steps
+    (None: a spinner, drawn at once). A bar with steps is drawn from its first
+    step, so that a command refused before any work prints its error alone."""
+
+    def __init__(self, description, total=None):
+        self._prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                              TimeRemainingColumn(), transient=True, console=Console(stderr=True))
+        self._task = self._prog.add_task(description, total=total)
+        self._started = False
+        if total is None:
+            self._start()
+
+    def _start(self):
+        self._prog.start()
+        self._started = True
+
+    def advance(self, n):
+        if not self._started:
+            self._start()
+        self._prog.advance(self._task, n)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._started:
+            self._prog.stop()
 
 
 def _columns(text):
@@ -269,13 +294,12 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     outside = es.outside_fraction(cfg, data, cols)
     run = dict(runtime=runtime, columns=cols, device_id=device_id, seq=seq, key=key_hex or None, keyring=keyring,
                heap=heap, cpu=cpu)
-    with _progress() as prog:
-        task = prog.add_task("agent (%s)" % runtime, total=len(data))
-        step = lambda n: prog.advance(task, n)  # noqa: E731
+    with _Bar("agent (%s)" % runtime, total=len(data)) as bar:
         if window is None:
-            frames = [(epoch, es.simulate(cfg, data, seed or None, epoch=epoch, progress=step, **run))]
+            frames = [(epoch, es.simulate(cfg, data, seed or None, epoch=epoch, progress=bar.advance, **run))]
         else:
-            frames = es.simulate_windows(cfg, data, times, window, start, end, seed or None, progress=step, **run)
+            frames = es.simulate_windows(cfg, data, times, window, start, end, seed or None, progress=bar.advance,
+                                         **run)
     write_bytes(output, b"".join(f for _, f in frames))
     if outside:
         click.echo("note: %.2f%% of readings were outside the bounds and were clamped into the edge cells"
@@ -379,12 +403,11 @@ def _assemble_line(summary, output):
 def sample(generator, count, seed, output):
     """Draw synthetic rows from a generator (free: no further privacy cost)."""
     gen = es.load(generator)
-    with atomic_output(output, "w", encoding="utf-8", newline="") as fh, _progress() as prog:
-        task = prog.add_task("sampling", total=count)
+    with atomic_output(output, "w", encoding="utf-8", newline="") as fh, _Bar("sampling", total=count) as bar:
         fh.write(",".join(gen.names) + "\n")
         for block in gen.blocks(count, seed):
             np.savetxt(fh, block, delimiter=",", fmt="%.10g")
-            prog.advance(task, len(block))
+            bar.advance(len(block))
     click.echo("wrote %s: %d rows of %s" % (output, count, ",".join(gen.names)))
 
 
@@ -565,8 +588,7 @@ def bundle(config_path, arch, emit, output, as_json):
     """Compile the agent and shims to .mpy (with mpy-cross) into a directory for a board."""
     if config_path:
         es.load_config(config_path)  # refuse a broken config before compiling anything
-    with _progress() as prog:
-        prog.add_task("mpy-cross", total=None)
+    with _Bar("mpy-cross"):
         sizes = mpy_bundle.build(output, config_path, arch, emit=emit)
     if as_json:
         _echo_json({"bundle": output, "files": sizes, "total_bytes": sum(sizes.values())})
@@ -579,9 +601,8 @@ def bundle(config_path, arch, emit, output, as_json):
 @click.option("--port", required=True, help="Serial port of the board, e.g. /dev/ttyACM0 (mpremote's `connect`).")
 def deploy(bundle_dir, port):
     """Copy a bundle onto a board with mpremote and reset it (edgesynth docs deployment)."""
-    with _progress() as prog:
-        task = prog.add_task("deploy", total=len(board.commands(bundle_dir, port)))
-        n = board.deploy(bundle_dir, port, progress=lambda k: prog.advance(task, k))
+    with _Bar("deploy", total=len(board.commands(bundle_dir, port))) as bar:
+        n = board.deploy(bundle_dir, port, progress=bar.advance)
     click.echo("deployed %s to %s (%d mpremote steps)" % (bundle_dir, port, n))
 
 

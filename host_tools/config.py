@@ -60,6 +60,8 @@ def parse_bounds(text):
                     v = float(b)
                 except ValueError:
                     raise InputError("bound %d: %r is not a number" % (i + 1, b))
+                if not math.isfinite(v):  # named as written
+                    raise InputError("bound %d: %r is not finite" % (i + 1, b))
             vals.append(v)
         pairs.append(vals)
     return check_bounds(pairs)
