@@ -17,13 +17,16 @@ from edgesynth.synthesis import assemble
 
 
 class DemoResult:
-    """What run_demo did: ``names`` and ``n`` (real readings), ``config``
-    (the device config), ``frame_bytes``, ``leaves`` (of the generator),
-    ``n_synthetic``, ``report`` (es.evaluate's figures), ``seed``, ``ram``,
-    ``out_dir`` and the written ``files`` (``plot``: the PNG's path)."""
+    """What run_demo did: ``names`` and ``n`` (the real readings), ``config``
+    (the device config), ``frame_bytes`` (the release's size), ``leaves`` (of
+    the generator), ``n_synthetic`` (rows sampled), ``report`` (es.evaluate's
+    figures), ``seed``, ``ram`` (the device budget, bytes), ``out_dir`` and
+    ``files`` (name -> path of what was written; ``plot`` is the PNG)."""
 
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
+    def __init__(self, names, n, config, frame_bytes, leaves, n_synthetic, report, seed, ram, out_dir, files):
+        self.names, self.n, self.config, self.frame_bytes = names, n, config, frame_bytes
+        self.leaves, self.n_synthetic, self.report, self.seed = leaves, n_synthetic, report, seed
+        self.ram, self.out_dir, self.files = ram, out_dir, files
 
 
 def run_demo(out_dir, epsilon=1, ram="64K", seed=None):
