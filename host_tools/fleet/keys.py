@@ -18,6 +18,7 @@ One key per device (docs/trust.md): a leaked key lets someone forge that
 device's frames and nothing else. Keys come from ``secrets.token_bytes``.
 """
 import json
+import fcntl
 import os
 import re
 import secrets
@@ -152,7 +153,7 @@ def new_key(path, device_id, force=False):
     Concurrent writers are serialised with an advisory lock on
     ``path + ".lock"``. Returns the Keyring after the change.
     """
-    import fcntl
+    path = os.fspath(path)  # str or os.PathLike
     check_device_id(device_id)
     if os.path.islink(path):
         raise InputError("%s: keyring is a symbolic link (to %s); give the keyring's own path"
