@@ -42,14 +42,14 @@ _LAZY = {
     "load": ("edgesynth.synthesis", "load"),
     "Generator": ("edgesynth.synthesis", "Generator"),
     "inspect": ("edgesynth.synthesis", "inspect"),
-    "evaluate": ("edgesynth.scoring", "evaluate"),
+    "evaluate": ("edgesynth.evaluation.scoring", "evaluate"),
     "Keyring": ("edgesynth.fleet.keys", "Keyring"),
     "load_keyring": ("edgesynth.fleet.keys", "load"),
     "new_key": ("edgesynth.fleet.keys", "new_key"),
     "write_credentials": ("edgesynth.fleet.keys", "write_credentials"),
     "Store": ("edgesynth.fleet.store", "Store"),
-    "ingest": ("edgesynth.storage", "ingest"),
-    "migrate": ("edgesynth.storage", "migrate"),
+    "ingest": ("edgesynth.fleet.storage", "ingest"),
+    "migrate": ("edgesynth.fleet.storage", "migrate"),
     "docs_path": ("edgesynth.manual", "docs_path"),
     "docs_topics": ("edgesynth.manual", "docs_topics"),
     "run_demo": ("edgesynth.demo", "run_demo"),
@@ -63,9 +63,9 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.manual import docs_path, docs_topics
     from edgesynth.planning import combine, plan
     from edgesynth.runtimes.windows import parse_time
-    from edgesynth.scoring import evaluate
+    from edgesynth.evaluation.scoring import evaluate
     from edgesynth.simulation import outside_fraction, simulate, simulate_windows, window_schedule
-    from edgesynth.storage import ingest, migrate
+    from edgesynth.fleet.storage import ingest, migrate
     from edgesynth.synthesis import Generator, assemble, inspect, load, read_frames
 
 __all__ = [

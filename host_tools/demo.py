@@ -11,7 +11,7 @@ from edgesynth.errors import InputError
 from edgesynth.evaluation.plots import plot_comparison
 from edgesynth.outputs import write_bytes, write_text
 from edgesynth.planning import plan
-from edgesynth.scoring import evaluate
+from edgesynth.evaluation.scoring import evaluate
 from edgesynth.simulation import simulate
 from edgesynth.synthesis import assemble
 

@@ -20,7 +20,7 @@ from edgesynth.fleet.keys import Keyring, load as load_keyring
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction, simulate as run_one
 from edgesynth.runtimes.windows import Schedule, parse_time, simulate_windows as run_windows
-from edgesynth.tables import as_table, pick
+from edgesynth.data.tables import as_table, pick
 
 MAX_U32 = 2 ** 32 - 1
 

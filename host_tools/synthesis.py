@@ -14,7 +14,7 @@ from edgesynth.frames import Release, iter_frames, read_frames as read_frame_fil
 from edgesynth.mechanisms import REGISTRY, assemble as assemble_any, load_generator
 from edgesynth.outputs import write_bytes
 from edgesynth.simulation import device_key
-from edgesynth.tables import to_frame
+from edgesynth.data.tables import to_frame
 
 SAMPLE_BLOCK = 1 << 20  # rows drawn per call: bounds memory for any n; the CLI writes block by block
 MAX_SAMPLE = 10 ** 9    # rows one sample may ask for

@@ -5,7 +5,7 @@ import numpy as np
 from edgesynth.config import check_bounds, parse_bounds
 from edgesynth.errors import EvaluationInputError, InputError
 from edgesynth.evaluation.metrics import utility_report
-from edgesynth.tables import as_table, column_names
+from edgesynth.data.tables import as_table, column_names
 
 
 def _box(bounds, columns, x, y):
