@@ -13,7 +13,7 @@ The agent works in three phases (construct, update, release) and on
 MicroPython keeps only the current phase's code on the heap
 (firmware_shims/memory.py), so a small device holds counters plus one phase.
 """
-from .errors import ConfigError, SealedError, SEALED
+from .errors import SEALED, ConfigError, SealedError
 from .privhp import PrivHP
 from .shims import shim
 from .wire import FORMAT, MAGIC, MAX_MECHANISMS, MECHANISMS, PAYLOAD_KEYS, RELATIONS, device_id_bytes

@@ -30,11 +30,11 @@ Rules (privacy rule 5, docs/trust.md section 6):
 
 Epsilon is kept as an exact fraction of integers (no floats on the device).
 """
-from .wire import device_id_bytes
 from .device import Agent, ratio
 from .errors import BudgetError, ConfigError, SealedError, StateError
 from .persist import fingerprint, identity, newest, restore, save, save_genesis, state_key
 from .shims import shim
+from .wire import device_id_bytes
 
 fs = shim("fs")
 platform_counter = shim("counter").platform_counter

@@ -154,6 +154,7 @@ def main(argv=None):
         sys.path.insert(0, root)
     sys.path.insert(0, here)
     import common as C
+
     from edgesynth import agent
     from edgesynth.agent.privhp.block import update_block
     from edgesynth.firmware_shims import numeric

@@ -15,10 +15,18 @@ from fractions import Fraction
 
 import common  # noqa: F401  (puts the repo on sys.path)
 import numpy as np
+from common import fmt_ci, md_table, median_time, results_append
 from scipy.optimize import minimize_scalar
 
-from common import fmt_ci, md_table, median_time, results_append
-from edgesynth.mechanisms.cdf.estimate import gls_leaves, monotone_l2, plain_cumulative, plain_error, stored_widths, suffix_products, trellis
+from edgesynth.mechanisms.cdf.estimate import (
+    gls_leaves,
+    monotone_l2,
+    plain_cumulative,
+    plain_error,
+    stored_widths,
+    suffix_products,
+    trellis,
+)
 from edgesynth.mechanisms.cdf.plan import choose_tree, plan_cdf, search_tree
 
 QUICK = "--quick" in sys.argv
@@ -132,13 +140,15 @@ def main():
         rows.append([K, "x".join(map(str, br)), "%.0f" % exact, "%.0f ± %.0f" % (plain.mean(), se),
                      "%.2f" % ((plain.mean() - exact) / se), fmt_ci(gls, 5), "%.3f" % (gls.mean() / exact)])
     parts.append("### Thm IV.1 closed form vs Monte Carlo (N**2 E2, eps = 1 split equally, N = 5000, %d trials)\n\n"
-                 "GLS: Algorithm G with the root known (swap model, as in the paper); the exact expected errors are 41,040 "
+                 "GLS: Algorithm G with the root known (swap model, as in the paper); the exact expected errors are "
+                 "41,040 "
                  "exact for 16x16 (ratio 0.334), 118,141 for 2^8 (0.225), 52,917 for 8x32.\n\n" % trials
                  + md_table(["K", "tree", "closed form", "Monte Carlo ± s.e.", "z", "GLS", "GLS / plain"], rows))
     # beta*
     r = minimize_scalar(lambda b: (b - 1) / np.log(b) ** 3, bounds=(3, 64), method="bounded",
                         options={"xatol": 1e-9})
-    parts.append("### beta*\n\nargmin of (beta - 1)/ln(beta)**3: **%.4f** (paper: about 16.79; the exact minimiser is 16.801)."
+    parts.append("### beta*\n\nargmin of (beta - 1)/ln(beta)**3: **%.4f** "
+                 "(paper: about 16.79; the exact minimiser is 16.801)."
                  % r.x)
     # planner
     rows = []
@@ -178,7 +188,8 @@ def main():
         rows.append([K, "x".join(map(str, cfg["mechanisms"][0]["branching"])), a.counter_bytes(), len(frame),
                      "%.2f" % t_noise, "%.0f" % rate, "%.4f" % tm])
     parts.append("### Device and host (real agent, exact noise, CPython; 20,000 readings)\n\n"
-                 "assemble = parse the frame + GLS + PAVA + quantiles (edgesynth.mechanisms.cdf.generator.assemble_cdf); "
+                 "assemble = parse the frame + GLS + PAVA + quantiles "
+                 "(edgesynth.mechanisms.cdf.generator.assemble_cdf); "
                  "target <= 0.2 s at K = 65536.\n\n"
                  + md_table(["K", "tree", "counter B", "frame B", "noise draw s", "updates/s",
                              "assemble s (median of 5)"], rows))

@@ -34,16 +34,17 @@ from fractions import Fraction
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
-
 import numpy as np  # noqa: E402
 
 from edgesynth import agent  # noqa: E402
-from edgesynth.runtimes import native  # noqa: E402
-from edgesynth.mechanisms.privhp.vector import ingest  # noqa: E402
+from edgesynth.config import (
+    combine,  # noqa: E402
+    with_names,  # noqa: E402
+)
 from edgesynth.mechanisms.cdf.plan import plan_cdf  # noqa: E402
-from edgesynth.config import combine  # noqa: E402
+from edgesynth.mechanisms.privhp.vector import ingest  # noqa: E402
 from edgesynth.mechanisms.profile.plan import plan_profile  # noqa: E402
-from edgesynth.config import with_names  # noqa: E402
+from edgesynth.runtimes import native  # noqa: E402
 from edgesynth.runtimes.vectorized import ingest_agent  # noqa: E402
 
 SEED = b"bench-native-seed"

@@ -15,8 +15,8 @@ from fractions import Fraction
 
 import common
 import numpy as np
-
 from common import md_table, median_time, results_append
+
 from edgesynth.mechanisms.profile.invert import invert, naive_profile, solve_exact, tails, unfold
 
 
@@ -146,9 +146,9 @@ def main():
     raw = np.minimum(h + dlap(rng, a, d), n)
     tm, _ = median_time(lambda: invert(unfold(raw, n, a, np.random.default_rng(1)), n, a), reps=7)
     from edgesynth import agent
-    from edgesynth.mechanisms.profile.plan import plan_profile
     from edgesynth.frames import iter_frames
     from edgesynth.mechanisms.profile.generator import assemble_profile
+    from edgesynth.mechanisms.profile.plan import plan_profile
     cfg = plan_profile(0, 4096, 100, Fraction(1))
     t = time.perf_counter()
     dev = agent.Agent(cfg, seed=b"bench-profile-00")

@@ -26,12 +26,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
-
 import numpy as np  # noqa: E402
 
+from edgesynth.frames import iter_frames  # noqa: E402
 from edgesynth.mechanisms.privhp.generator import assemble_privhp  # noqa: E402
 from edgesynth.mechanisms.privhp.vector import ingest  # noqa: E402
-from edgesynth.frames import iter_frames  # noqa: E402
 
 ANCHOR_J1 = 140_000  # items/s, pure-Python per-item update, 16 levels, j=1 (earlier measurement)
 TARGETS = {
@@ -160,7 +159,8 @@ def main(argv=None):
         ["per-item update, pure Python (integer ADC codes)", "same, j=2, bounds 0..65535",
          "%.0f items/s" % per_item["j=2 int"], "-", "-"],
         ["numpy-batched (`edgesynth.mechanisms.privhp.vector.ingest`), n=%.0e" % n_batch, "same, j=2",
-         "%.3g items/s; best round %.3g/s" % (batched["j=2"], batched_best["j=2"]), ">= 10M/s", status(batched["j=2"] >= TARGETS["batched"])],
+         "%.3g items/s; best round %.3g/s" % (batched["j=2"], batched_best["j=2"]), ">= 10M/s",
+         status(batched["j=2"] >= TARGETS["batched"])],
         ["numpy-batched, n=%.0e" % n_batch, "same, j=1",
          "%.3g items/s; best round %.3g/s" % (batched["j=1"], batched_best["j=1"]), "-", "-"],
         ["ratio j=2 / j=1", "per-item (batched)", "%.2f (%.2f)" % (per_item["j=2"] / per_item["j=1"],

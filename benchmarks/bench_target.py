@@ -44,12 +44,11 @@ from fractions import Fraction
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
-
 import numpy as np  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-from edgesynth.mechanisms.privhp import plan as P  # noqa: E402
 from edgesynth.data.synthdata import multifractal  # noqa: E402
+from edgesynth.mechanisms.privhp import plan as P  # noqa: E402
 
 RAM = 32768
 EPS = Fraction(1)
@@ -228,7 +227,8 @@ def main(argv=None):
             nb = P.counter_bytes(r, *c)
             row("PrivHP 32 KiB, %s: best of sweep by TB" % name, "k=%d w=%d j=%d" % c, nb, st["sweep"][c],
                 device_bytes(c, rt, r))
-        lines.append("- %s (charge %d B before counter arrays, counters < %d B): planner's pick k=%d w=%d j=%d %s; best of %d "
+        lines.append("- %s (charge %d B before counter arrays, counters < %d B): "
+                     "planner's pick k=%d w=%d j=%d %s; best of %d "
                      "swept configs k=%d w=%d j=%d %s. The planner's pick ranks %d of %d; its W1 is %.2fx "
                      "the best's (marginal), %.2fx (TB). PMM holds %.0fx the planner's counter bytes."
                      % ((name, st["ov"], st["avail"]) + pk + (verdict(rp), len(st["sweep"])) + bk +

@@ -41,7 +41,6 @@ from fractions import Fraction
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
-
 import numpy as np  # noqa: E402
 
 from edgesynth.data.synthdata import multifractal, uniform  # noqa: E402

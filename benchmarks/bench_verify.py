@@ -21,7 +21,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
-
 import numpy as np  # noqa: E402
 
 from edgesynth import agent  # noqa: E402

@@ -40,16 +40,18 @@ if ROOT not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from edgesynth import agent  # noqa: E402
 import edgesynth.agent.dlap as _dlap_mod  # noqa: E402
-from edgesynth.mechanisms.privhp.generator import assemble_privhp  # noqa: E402
-from edgesynth.mechanisms.privhp.vector import ingest  # noqa: E402
+from edgesynth import agent  # noqa: E402
 from edgesynth.budget import privhp_budget  # noqa: E402
 from edgesynth.evaluation.metrics import normalize, w1_joint, w1_marginal_exact  # noqa: E402
 from edgesynth.frames import iter_frames  # noqa: E402
-from edgesynth.mechanisms.privhp.generator import Generator  # noqa: E402
+from edgesynth.mechanisms.privhp.generator import (
+    Generator,  # noqa: E402
+    assemble_privhp,  # noqa: E402
+)
 from edgesynth.mechanisms.privhp.growth import Leaves  # noqa: E402
 from edgesynth.mechanisms.privhp.plan import counter_bytes  # noqa: E402
+from edgesynth.mechanisms.privhp.vector import ingest  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 CLAMP_SHARE = Fraction(1, 50)  # the planner's default share of epsilon for the clamp count
@@ -306,7 +308,7 @@ class TreeBound:
         return 2.0 ** -(lvl // self.d)
 
     def __call__(self, leaves, prob):
-        R, d = self.R, self.d
+        R = self.R
         lv = np.asarray(leaves.level, dtype=np.int64)
         if np.any(lv > R):
             raise ValueError("leaves deeper than the bound's depth R")

@@ -50,9 +50,10 @@ def envelope(payload, key=KEY):
 
 def seed_corpus():
     """Valid frames of several shapes, as (mode byte + body) inputs."""
-    from edgesynth import agent
     import common as C
     import numpy as np
+
+    from edgesynth import agent
     from edgesynth.frames import split_envelope
     rng = np.random.default_rng(0)
     shapes = [dict(d=1, r=6, k=8, w=8, j=1), dict(d=2, r=8, k=8, w=16, j=2),
@@ -72,9 +73,9 @@ def seed_corpus():
 
 
 def make_target(counts):
-    from edgesynth.mechanisms.privhp.generator import assemble_privhp
     from edgesynth.errors import EdgesynthError
     from edgesynth.frames import iter_frames
+    from edgesynth.mechanisms.privhp.generator import assemble_privhp
 
     key_for = {DEVICE.decode(): KEY}.get
 
@@ -105,9 +106,9 @@ def child(corpus_dir, runs, stats_path, seed):
     import atheris
     with atheris.instrument_imports():
         import edgesynth.frames  # noqa: F401
+        import edgesynth.mechanisms.privhp.growth  # noqa: F401
         import edgesynth.mechanisms.privhp.wire  # noqa: F401
         import edgesynth.merge  # noqa: F401
-        import edgesynth.mechanisms.privhp.growth  # noqa: F401
     counts = collections.Counter()
     target = make_target(counts)
 

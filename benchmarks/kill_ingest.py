@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import md_table, results_append  # noqa: E402  (puts the repository root on sys.path)
+
 from tests.test_ingest_kill import kill_campaign  # noqa: E402
 
 
@@ -33,7 +34,8 @@ def main():
         s = kill_campaign(d, a.kills, seed=a.seed, devices=a.devices, per_device=a.per_device)
     elapsed = time.monotonic() - t0
     table = md_table(["kills (SIGKILL)", "kills after >= 1 ack in that run", "frames per full ingest",
-                      "acknowledged frames checked (sum over rounds)", "acknowledged frames lost", "store failed to open",
+                      "acknowledged frames checked (sum over rounds)", "acknowledged frames lost",
+                      "store failed to open",
                       "start-up / full run (s)"],
                      [[s["kills"], s["mid_ingest"], s["frames"], s["acked"], s["lost"], 0,
                        "%.2f / %.2f" % (s["startup_s"], s["full_run_s"])]])

@@ -23,8 +23,16 @@ matplotlib and pandas load only with the functions that need them.
 import importlib
 from typing import TYPE_CHECKING
 
-from edgesynth.errors import (EdgesynthError, EvaluationInputError, FrameError, IngestStopped, InputError,
-                              InversionError, MergeError, StoreError)
+from edgesynth.errors import (
+    EdgesynthError,
+    EvaluationInputError,
+    FrameError,
+    IngestStopped,
+    InputError,
+    InversionError,
+    MergeError,
+    StoreError,
+)
 
 # public name -> (module, attribute)
 _LAZY = {
@@ -58,14 +66,15 @@ _LAZY = {
 if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_imports.py
     from edgesynth.config import load_config, write_config
     from edgesynth.demo import run_demo
-    from edgesynth.fleet.keys import Keyring, load as load_keyring, new_key, write_credentials
+    from edgesynth.evaluation.scoring import evaluate
+    from edgesynth.fleet.keys import Keyring, new_key, write_credentials
+    from edgesynth.fleet.keys import load as load_keyring
+    from edgesynth.fleet.storage import ingest, migrate
     from edgesynth.fleet.store import Store
     from edgesynth.manual import docs_path, docs_topics
     from edgesynth.planning import combine, plan
     from edgesynth.runtimes.windows import parse_time
-    from edgesynth.evaluation.scoring import evaluate
     from edgesynth.simulation import outside_fraction, simulate, simulate_windows, window_schedule
-    from edgesynth.fleet.storage import ingest, migrate
     from edgesynth.synthesis import Generator, assemble, inspect, load, read_frames
 
 __all__ = [

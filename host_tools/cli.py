@@ -26,7 +26,9 @@ from edgesynth.fleet.ingest import shown
 from edgesynth.manual import docs_dir, docs_title
 from edgesynth.outputs import atomic_output, write_bytes, write_text
 from edgesynth.ram import parse_size
-from edgesynth.targets import bundle as mpy_bundle, deploy as board, firmware as arm
+from edgesynth.targets import bundle as mpy_bundle
+from edgesynth.targets import deploy as board
+from edgesynth.targets import firmware as arm
 
 EPILOG = ("Docs: `edgesynth docs` lists the pages installed with edgesynth (api, cli, config, privacy, "
           "trust, deployment, native, wire-format, the mechanisms); `edgesynth docs TOPIC` prints one.")

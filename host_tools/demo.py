@@ -9,9 +9,9 @@ from edgesynth.data import datasets
 from edgesynth.data.csvio import write_columns
 from edgesynth.errors import InputError
 from edgesynth.evaluation.plots import plot_comparison
+from edgesynth.evaluation.scoring import evaluate
 from edgesynth.outputs import write_bytes, write_text
 from edgesynth.planning import plan
-from edgesynth.evaluation.scoring import evaluate
 from edgesynth.simulation import simulate
 from edgesynth.synthesis import assemble
 

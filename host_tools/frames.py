@@ -8,16 +8,15 @@ size limits and duplicate keys refused; then every field is checked against
 the schema of docs/wire-format.md. Any failure raises a FrameError subclass
 naming the fault. Files are streamed frame by frame (iter_file_frames).
 """
-import hmac
 import hashlib
+import hmac
 import struct
 
 import msgpack
 
 from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.privhp.build import MAX_COUNTERS
-from edgesynth.agent.wire import (FORMAT, MAGIC, MAX_DEVICE_ID, MAX_MECHANISMS, PAYLOAD_KEYS, RELATIONS,
-                                  device_id_bytes)
+from edgesynth.agent.wire import FORMAT, MAGIC, MAX_DEVICE_ID, MAX_MECHANISMS, PAYLOAD_KEYS, RELATIONS, device_id_bytes
 from edgesynth.decode import decode_budget, scan_msgpack
 from edgesynth.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
 from edgesynth.mechanisms import REGISTRY

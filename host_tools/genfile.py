@@ -9,7 +9,6 @@ import msgpack
 from edgesynth.decode import decode_budget, scan_msgpack
 from edgesynth.errors import InputError
 
-
 MAX_FILE = 256 << 20  # bytes of one generator file
 
 

@@ -15,7 +15,8 @@ from edgesynth.agent.device import mechanism_class, routes
 from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.budget import parse_epsilon
-from edgesynth.config import check_bounds, combine as combine_configs, load_config, parse_bounds
+from edgesynth.config import check_bounds, load_config, parse_bounds
+from edgesynth.config import combine as combine_configs
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.mechanisms.privhp.plan import plan_privhp

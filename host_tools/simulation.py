@@ -15,12 +15,15 @@ import numpy as np
 
 from edgesynth.agent.errors import BudgetError, ConfigError, SealedError
 from edgesynth.config import load_config
-from edgesynth.errors import InputError
-from edgesynth.fleet.keys import Keyring, load as load_keyring
-from edgesynth.ram import parse_size
-from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction, simulate as run_one
-from edgesynth.runtimes.windows import Schedule, parse_time, simulate_windows as run_windows
 from edgesynth.data.tables import as_table, pick
+from edgesynth.errors import InputError
+from edgesynth.fleet.keys import Keyring
+from edgesynth.fleet.keys import load as load_keyring
+from edgesynth.ram import parse_size
+from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction
+from edgesynth.runtimes.simulate import simulate as run_one
+from edgesynth.runtimes.windows import Schedule, parse_time
+from edgesynth.runtimes.windows import simulate_windows as run_windows
 
 MAX_U32 = 2 ** 32 - 1
 

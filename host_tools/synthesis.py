@@ -6,15 +6,18 @@ import os
 
 import numpy as np
 
+from edgesynth.data.tables import to_frame
 from edgesynth.describe import describe
 from edgesynth.errors import FrameError, InputError
-from edgesynth.fleet.keys import Keyring, load as load_keyring
+from edgesynth.fleet.keys import Keyring
+from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.store import Store
-from edgesynth.frames import Release, iter_frames, read_frames as read_frame_file
-from edgesynth.mechanisms import REGISTRY, assemble as assemble_any, load_generator
+from edgesynth.frames import Release, iter_frames
+from edgesynth.frames import read_frames as read_frame_file
+from edgesynth.mechanisms import REGISTRY, load_generator
+from edgesynth.mechanisms import assemble as assemble_any
 from edgesynth.outputs import write_bytes
 from edgesynth.simulation import device_key
-from edgesynth.data.tables import to_frame
 
 SAMPLE_BLOCK = 1 << 20  # rows drawn per call: bounds memory for any n; the CLI writes block by block
 MAX_SAMPLE = 10 ** 9    # rows one sample may ask for

@@ -9,7 +9,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from edgesynth import agent  # noqa: E402
 from edgesynth.budget import privhp_budget  # noqa: E402
+from edgesynth.fleet.keys import load, new_key  # noqa: E402
 
 
 def privhp_config(d=2, r=12, k=16, w=64, j=1, sketch="cms", eps=Fraction(1), lo=None, hi=None,
@@ -27,3 +29,23 @@ def privhp_config(d=2, r=12, k=16, w=64, j=1, sketch="cms", eps=Fraction(1), lo=
 @pytest.fixture
 def make_config():
     return privhp_config
+
+
+@pytest.fixture
+def env(tmp_path, make_config):
+    """(tmp dir, keyring path, keyring, frame(dev, epoch, seq, ...) -> tagged frame bytes)
+    for devices "a" and "b": the store and ingest tests' world."""
+    ring = str(tmp_path / "ring.json")
+    for dev in ("a", "b"):
+        new_key(ring, dev)
+    keys = load(ring)
+    cfg = make_config(d=1, r=4, k=16, w=4, j=1)
+
+    def frame(dev, epoch, seq, seed=b"s", n=10, cfg=cfg):
+        a = agent.Agent(cfg, seed=b"%s-%d-%d-%s" % (dev.encode(), epoch, seq, seed), device_id=dev,
+                        epoch=epoch, seq=seq, key=keys.require(dev))
+        for i in range(n):
+            a.update((i / n,))
+        return bytes(a.release())
+
+    return tmp_path, ring, keys, frame

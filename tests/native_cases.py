@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.config import combine
+from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.mechanisms.profile.plan import plan_profile
 from tests.conftest import privhp_config
 

@@ -2,7 +2,8 @@
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgesynth import agent
 from edgesynth.agent.errors import ConfigError

@@ -2,19 +2,30 @@
 (plain, GLS, PAVA, trellis), planner, and the CLI path."""
 import itertools
 import json
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from edgesynth import agent
-from edgesynth.mechanisms.cdf.estimate import cdf_from_leaves, gls_leaves, level_use, monotone_l2, plain_cumulative, plain_error, quantiles, stored_widths, suffix_products, trellis
-from edgesynth.mechanisms.cdf.plan import choose_tree, level_budgets, plan_cdf
 from edgesynth.cli import main
 from edgesynth.errors import MergeError
 from edgesynth.frames import iter_frames
+from edgesynth.mechanisms.cdf.estimate import (
+    cdf_from_leaves,
+    gls_leaves,
+    level_use,
+    monotone_l2,
+    plain_cumulative,
+    plain_error,
+    quantiles,
+    stored_widths,
+    suffix_products,
+    trellis,
+)
+from edgesynth.mechanisms.cdf.plan import choose_tree, level_budgets, plan_cdf
 from edgesynth.runtimes.simulate import simulate
-from fractions import Fraction
 
 
 def cdf_cfg(K=997, branching=(10, 10, 10), lo=(0,), hi=(1000,), eps=Fraction(1), names=None):

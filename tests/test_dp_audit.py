@@ -30,8 +30,8 @@ import math
 import pytest
 from scipy.stats import beta
 
-from edgesynth import agent
 import edgesynth.agent.dlap as dlap
+from edgesynth import agent
 
 ALPHA = 1e-6
 Q, P_ROOT, P_SKETCH, J = 64, 1, 64, 4

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from edgesynth import agent
 import edgesynth.firmware_shims.drbg as drbg
 import edgesynth.firmware_shims.entropy as entropy
+from edgesynth import agent
 from edgesynth.agent.ledger import Device, provision
 from edgesynth.firmware_shims.drbg import EntropyError, HmacDrbg, platform_source
 from edgesynth.firmware_shims.entropy import gather, health_check

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from edgesynth.data import synthdata as sd
 from edgesynth.evaluation import metrics as ev
 from edgesynth.evaluation import plots
-from edgesynth.data import synthdata as sd
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -12,12 +12,11 @@ from fractions import Fraction
 import pytest
 
 from edgesynth import ccore
-from edgesynth.runtimes import native
-from edgesynth.mechanisms.cdf.plan import plan_cdf
+from edgesynth.config import combine, with_names
 from edgesynth.errors import InputError
-from edgesynth.config import combine
+from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.mechanisms.profile.plan import plan_profile
-from edgesynth.config import with_names
+from edgesynth.runtimes import native
 from tests.conftest import privhp_config
 from tests.native_cases import cases
 
@@ -52,9 +51,9 @@ def _cfg(case):
 @pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m0plus"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_qemu_frames_identical_to_cpython(qemu, cpu, case):
+    from edgesynth.runtimes.cpython import run_cpython
     from edgesynth.runtimes.qemu import run_qemu
     from edgesynth.runtimes.simulate import as_readings
-    from edgesynth.runtimes.cpython import run_cpython
     name, _, data, seed, key = case
     cfg = _cfg(case)
     kw = dict(seed=seed, device_id="dev-qemu", epoch=11, seq=4, key=key)
@@ -71,8 +70,9 @@ def test_qemu_frames_identical_to_cpython(qemu, cpu, case):
 def test_qemu_reports_a_failing_run(qemu):
     """A run the core refuses (noise scale beyond 2**22: exit status 11) is an
     InputError naming the failure, not a silent empty frame."""
-    from edgesynth.runtimes.qemu import run_qemu
     import numpy as np
+
+    from edgesynth.runtimes.qemu import run_qemu
     cfg = privhp_config(d=1, r=4, k=2, w=16, j=1, lo=[0], hi=[10])
     m = cfg["mechanisms"][0]
     m["sigma"] = [s << 23 for s in m["sigma"]]
@@ -91,6 +91,7 @@ def test_qemu_core_refuses_a_bad_device_id(qemu, tmp_path):
     refuses an id outside the device-id rule itself: es_agent_init's ES_E_CONFIG,
     exit 11, no frame written."""
     import numpy as np
+
     from edgesynth.runtimes.qemu import build_harness, run_elf
     cfg = with_names(privhp_config(d=1, r=4, k=2, w=16, j=1, lo=[0], hi=[10]), ["c0"])
     elf = build_harness(cfg, "cortex-m4", str(tmp_path), b"x", "dev\nack", 0, 0, None, False)
@@ -106,7 +107,9 @@ def test_qemu_without_seed_seeds_from_the_board_through_the_health_tests(qemu, m
     health tests. Given fixed bytes, its frame is the cffi core's seeded from the
     same entropy and nonce; a stuck or short source is refused (exit 15)."""
     import hashlib
+
     import numpy as np
+
     import edgesynth.firmware_shims.entropy
     from edgesynth.runtimes.qemu import ENTROPY_FILE_BYTES, run_qemu
     cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["c0"])
@@ -157,8 +160,8 @@ def test_the_planner_charges_what_the_c_core_needs(arm, cpu):
     """plan --device-runtime c charges C_CORE_OVERHEAD beyond the counters: it
     must hold the agent and the largest mechanism state, the construction DRBG
     and the deepest stack chain as compiled for the CPU."""
-    from edgesynth.targets.firmware import build
     from edgesynth.ram import C_CORE_OVERHEAD
+    from edgesynth.targets.firmware import build
     r = build(cpu)
     st = r["state"]
     need = (st["es_agent_t"] + max(st["es_privhp_t"], st["es_cdf_t"], st["es_profile_t"]) + st["es_drbg_t"]
@@ -168,6 +171,7 @@ def test_the_planner_charges_what_the_c_core_needs(arm, cpu):
 
 def test_firmware_cli_json_and_header(arm, tmp_path):
     from click.testing import CliRunner
+
     from edgesynth.cli import main
     cfg = privhp_config(d=2, r=10, k=8, w=32, j=2, lo=[0, 0], hi=[100, 100])
     (tmp_path / "dev.json").write_text(json.dumps(cfg))
@@ -221,7 +225,8 @@ def test_header_comments_cannot_be_escaped(tmp_path):
     cfg = with_names(privhp_config(d=2, r=8, k=4, w=16, j=1, lo=[0, 0], hi=[9, 9]), ["a*\\\n/ + 5 /*", "b??/"])
     header = config_header(cfg, source="x */ int leaked = 1; /*")
     exe = _gcc(tmp_path, header, '#include "es_config.h"\ntypedef char two[ES_CFG_INPUTS == 2 ? 1 : -1];\n'
-               "extern int leaked;\nint main(void) { return (int)sizeof(two) - 1; }\n", "-Wl,--unresolved-symbols=ignore-all")
+               "extern int leaked;\nint main(void) { return (int)sizeof(two) - 1; }\n",
+               "-Wl,--unresolved-symbols=ignore-all")
     assert subprocess.run([str(exe)]).returncode == 0
     assert "leaked" not in header.replace("x _/ int leaked = 1_ /_", "")
 
@@ -230,8 +235,8 @@ def test_double_reading_glue_takes_ids_as_the_python_agent_does(tmp_path):
     """ES_CFG_DEVICE_F64: an integral id beyond int32 is outside every domain
     and ignored (as in Python); a non-integral one is refused before any
     mechanism counts its reading; the frame is the Python agent's."""
-    from edgesynth.targets.firmware import config_header
     from edgesynth.runtimes.cpython import run_cpython
+    from edgesynth.targets.firmware import config_header
     cfg = with_names(combine([plan_cdf([0.0], [10.0], Fraction(1, 2), 16, names=["t"]),
                               plan_profile(0, 50, 3, Fraction(1, 2), names=["id"])]), ["t", "id"])
     main_c = r'''#include <stdio.h>

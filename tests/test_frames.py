@@ -6,7 +6,8 @@ import struct
 import msgpack
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from edgesynth import agent
 from edgesynth.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame

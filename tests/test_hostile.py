@@ -15,15 +15,16 @@ from fractions import Fraction
 import msgpack
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from edgesynth import agent
 import edgesynth.decode as decode
 import edgesynth.frames as frames
+import edgesynth.ram as ram
+from edgesynth import agent
+from edgesynth.describe import describe
 from edgesynth.errors import BadPayload, FrameError, InputError, SchemaError, TruncatedFrame
 from edgesynth.frames import MAX_OBJECTS, iter_frames, parse_frame, read_frames
-from edgesynth.describe import describe
-import edgesynth.ram as ram
 from edgesynth.ram import HOST_MEMORY
 from edgesynth.runtimes.simulate import simulate
 from tests.conftest import privhp_config
@@ -281,8 +282,8 @@ def test_absurd_host_work_is_refused_before_allocating_by_assemble_and_plan():
     more than ram.HOST_MEMORY: assemble refuses from the public parameters,
     naming them and the need, before allocating; plan refuses the same config
     with the same message (one function, ram.require_host_memory)."""
-    from edgesynth.mechanisms.cdf.plan import plan_cdf
     from edgesynth.mechanisms import assemble
+    from edgesynth.mechanisms.cdf.plan import plan_cdf
     from edgesynth.mechanisms.profile.plan import plan_profile
     # profile, epsilon 1e-6: the landed code took 2.9 GB
     eps = Fraction(1, 10 ** 6)
@@ -322,16 +323,17 @@ def test_host_needs_bound_the_measured_peaks():
     """The need functions are upper bounds of what assembling really takes
     (tracemalloc; the profile's inversion_need also covers the FFT's untraced
     scratch, seen in the RSS)."""
-    from edgesynth.mechanisms.privhp.generator import assemble_privhp
-    from edgesynth.mechanisms.cdf.estimate import gls_need
-    from edgesynth.mechanisms.cdf.generator import assemble_cdf
-    from edgesynth.mechanisms.privhp.growth import privhp_host_need
-    from edgesynth.mechanisms.profile.invert import inversion_need
-    from edgesynth.mechanisms.profile.generator import assemble_profile
     # the inversion and the CDF's isotonic fit import scipy on first use: a
     # module's import is not assembly memory, so load them before measuring
     import scipy.fft  # noqa: F401
     import scipy.optimize  # noqa: F401
+
+    from edgesynth.mechanisms.cdf.estimate import gls_need
+    from edgesynth.mechanisms.cdf.generator import assemble_cdf
+    from edgesynth.mechanisms.privhp.generator import assemble_privhp
+    from edgesynth.mechanisms.privhp.growth import privhp_host_need
+    from edgesynth.mechanisms.profile.generator import assemble_profile
+    from edgesynth.mechanisms.profile.invert import inversion_need
     for eps, hi, cap in ((Fraction(1), 20000, 30), (Fraction(1, 1000), 1000, 30), (Fraction(1), 1000, 20000)):
         rels = list(iter_frames(_device_frame(_profile_cfg(eps, hi=hi, cap=cap))))
         _, peak = _peak(lambda: assemble_profile(rels).to_bytes())

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from edgesynth.fleet.store import Store
-from tests.test_store import env, run  # noqa: F401  (env is a fixture)
+from tests.test_store import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from edgesynth import agent
 import edgesynth.frames as frames_mod
+from edgesynth import agent
 from edgesynth.agent.errors import ConfigError
 from edgesynth.cli import main
 from edgesynth.errors import BadEnvelope, BadTag, InputError
-from edgesynth.frames import parse_frame, read_frames
 from edgesynth.fleet.keys import load, new_key
+from edgesynth.frames import parse_frame, read_frames
 from tests.test_frames import envelope
 
 

@@ -10,12 +10,11 @@ import pytest
 
 from edgesynth import agent
 from edgesynth.agent import main_loop
-from edgesynth.agent.errors import ConfigError
-from edgesynth.agent.errors import StateError
+from edgesynth.agent.errors import ConfigError, StateError
 from edgesynth.firmware_shims import fs
 from edgesynth.firmware_shims.sensors import StepClock
-from edgesynth.frames import iter_frames, parse_frame
 from edgesynth.fleet.store import DUPLICATE, STORED, Store
+from edgesynth.frames import iter_frames, parse_frame
 
 KEY = bytes(range(32))
 

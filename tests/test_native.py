@@ -14,14 +14,14 @@ from edgesynth import agent, ccore
 from edgesynth.agent.dlap import discrete_laplace
 from edgesynth.agent.errors import ConfigError, SealedError
 from edgesynth.agent.hashing import derive_params
-from edgesynth.firmware_shims.drbg import seeded_source
-from edgesynth.runtimes import native
-from edgesynth.runtimes.simulate import as_readings
-from edgesynth.runtimes.cpython import run_cpython
-from edgesynth.runtimes.vectorized import run_numpy
 from edgesynth.config import with_names
+from edgesynth.firmware_shims.drbg import seeded_source
 from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.mechanisms.profile.plan import plan_profile
+from edgesynth.runtimes import native
+from edgesynth.runtimes.cpython import run_cpython
+from edgesynth.runtimes.simulate import as_readings
+from edgesynth.runtimes.vectorized import run_numpy
 from tests.conftest import privhp_config
 from tests.native_cases import cases
 
@@ -486,7 +486,9 @@ def test_fallback_warns_and_gives_the_same_frame(monkeypatch):
 
 def test_cli_simulate_native_matches_cpython(tmp_path):
     import json
+
     from click.testing import CliRunner
+
     from edgesynth.cli import main
     name, cfg, data, seed, key = CASES[3]
     (tmp_path / "dev.json").write_text(json.dumps(cfg))

@@ -6,11 +6,11 @@ import pytest
 from scipy import stats
 
 from edgesynth import agent
-from edgesynth.mechanisms.privhp.generator import assemble_privhp
+from edgesynth.data.synthdata import multifractal
 from edgesynth.frames import iter_frames
+from edgesynth.mechanisms.privhp.generator import assemble_privhp
 from edgesynth.mechanisms.privhp.growth import grow, split
 from edgesynth.mechanisms.privhp.vector import ingest
-from edgesynth.data.synthdata import multifractal
 from edgesynth.runtimes.simulate import as_readings
 from tests.conftest import privhp_config
 from tests.helpers import release, state_of
@@ -58,7 +58,8 @@ def test_split_closed_form_properties():
     np.testing.assert_allclose(a2[inside], split(p, np.maximum(c0, 0), np.maximum(c1, 0))[0][inside])
 
 
-@pytest.mark.parametrize("k,w,j,sketch", [(16, 64, 1, "cms"), (8, 32, 3, "cms"), (32, 64, 3, "cs"), (4096, 1, 1, "cms")])
+@pytest.mark.parametrize("k,w,j,sketch", [(16, 64, 1, "cms"), (8, 32, 3, "cms"), (32, 64, 3, "cs"),
+                                          (4096, 1, 1, "cms")])
 def test_consistency_invariants(make_config, k, w, j, sketch):
     cfg = make_config(d=2, r=12, k=k, w=w, j=j, sketch=sketch)
     data = multifractal(np.random.default_rng(1), 5000, 2, 0.8)

@@ -12,9 +12,9 @@ from edgesynth import agent
 from edgesynth.cli import main
 from edgesynth.errors import MergeError
 from edgesynth.frames import iter_frames
+from edgesynth.mechanisms.profile.generator import assemble_profile
 from edgesynth.mechanisms.profile.invert import fit_norm, invert, kernel, project_simplex, solve_exact, tails, unfold
 from edgesynth.mechanisms.profile.plan import plan_profile
-from edgesynth.mechanisms.profile.generator import assemble_profile
 from edgesynth.runtimes.simulate import simulate
 
 

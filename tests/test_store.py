@@ -9,34 +9,14 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from edgesynth import agent
 from edgesynth.cli import main
-from edgesynth.frames import parse_frame
-from edgesynth.fleet.keys import load, new_key
 from edgesynth.fleet.store import APPLICATION_ID, CONFLICT, DUPLICATE, SCHEMA_VERSION, STORED, Store, StoreError
+from edgesynth.frames import parse_frame
 
 
 def run(*args):
     r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     return r.exit_code, r.stdout, r.stderr
-
-
-@pytest.fixture
-def env(tmp_path, make_config):
-    ring = str(tmp_path / "ring.json")
-    for dev in ("a", "b"):
-        new_key(ring, dev)
-    keys = load(ring)
-    cfg = make_config(d=1, r=4, k=16, w=4, j=1)
-
-    def frame(dev, epoch, seq, seed=b"s", n=10, cfg=cfg):
-        a = agent.Agent(cfg, seed=b"%s-%d-%d-%s" % (dev.encode(), epoch, seq, seed), device_id=dev,
-                        epoch=epoch, seq=seq, key=keys.require(dev))
-        for i in range(n):
-            a.update((i / n,))
-        return bytes(a.release())
-
-    return tmp_path, ring, keys, frame
 
 
 def rel(buf):

@@ -14,10 +14,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from edgesynth.mechanisms.privhp.generator import assemble_privhp
+from edgesynth.data.synthdata import multifractal
 from edgesynth.evaluation.metrics import w1_marginal_exact
 from edgesynth.frames import iter_frames
-from edgesynth.data.synthdata import multifractal
+from edgesynth.mechanisms.privhp.generator import assemble_privhp
 from tests.conftest import privhp_config
 from tests.helpers import release
 

@@ -15,7 +15,7 @@ Neighbours differ by one reading added or removed (or replaced, factor 2); the
 reading count N is not public and the root is not released: the host
 estimates N from level 1 (docs/mechanisms/cdf.md).
 """
-from ..errors import SealedError, SEALED
+from ..errors import SEALED, SealedError
 
 KIND = "cdf"
 

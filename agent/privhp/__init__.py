@@ -17,7 +17,7 @@ floor((x - lo) * 2**B_i / (hi - lo)) and every intermediate stays below
 2 * (hi - lo) <= 2**30 - 2. With integer bounds and integer readings (ADC codes) the update
 allocates nothing and never leaves 30-bit small ints.
 """
-from ..errors import SealedError, SEALED
+from ..errors import SEALED, SealedError
 from ..shims import load
 
 # The phase modules by absolute name: this module is the one `bundle --emit

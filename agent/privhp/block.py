@@ -42,7 +42,7 @@ reading of that chunk is counted; chunks before it stay counted.
 
 Runs on CPython and MicroPython.
 """
-from ..errors import SealedError, SEALED
+from ..errors import SEALED, SealedError
 from ..shims import shim
 
 num = shim("numeric")

@@ -16,7 +16,7 @@ domain sampling, done with a keyed permutation).
 The permutation is a sampling device, not a cipher: privacy does not rest on
 the key (the sample is independent of the data), which travels in the frame.
 """
-from ..errors import SealedError, SEALED
+from ..errors import SEALED, SealedError
 
 KIND = "profile"
 

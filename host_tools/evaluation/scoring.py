@@ -3,9 +3,9 @@ the figures are edgesynth.evaluation.metrics.utility_report's)."""
 import numpy as np
 
 from edgesynth.config import check_bounds, parse_bounds
+from edgesynth.data.tables import as_table, column_names
 from edgesynth.errors import EvaluationInputError, InputError
 from edgesynth.evaluation.metrics import utility_report
-from edgesynth.data.tables import as_table, column_names
 
 
 def _box(bounds, columns, x, y):

@@ -23,8 +23,8 @@ import os
 import urllib.parse
 
 from edgesynth.errors import EdgesynthError, FrameError, IngestStopped, StoreWriteError
-from edgesynth.frames import parse_frame, read_into, split_envelope
 from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, schema_1_frames
+from edgesynth.frames import parse_frame, read_into, split_envelope
 
 MAX_FILE = 1 << 30  # bytes per frame file
 REJECTED = "rejected"

@@ -17,15 +17,15 @@ keeping one of the two keys.
 One key per device (docs/trust.md): a leaked key lets someone forge that
 device's frames and nothing else. Keys come from ``secrets.token_bytes``.
 """
-import json
 import fcntl
+import json
 import os
 import re
 import secrets
 import stat
 
-from edgesynth.agent.wire import device_id_bytes
 from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.wire import device_id_bytes
 from edgesynth.errors import InputError
 from edgesynth.outputs import atomic_output
 

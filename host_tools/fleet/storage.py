@@ -3,8 +3,10 @@ docs/trust.md): verify each frame under its device's key, store it in its own
 transaction, and only then report it."""
 import os
 
-from edgesynth.fleet.ingest import ingest as ingest_files, migrate as migrate_store
-from edgesynth.fleet.keys import Keyring, load as load_keyring
+from edgesynth.fleet.ingest import ingest as ingest_files
+from edgesynth.fleet.ingest import migrate as migrate_store
+from edgesynth.fleet.keys import Keyring
+from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.store import Store, require_schema_1
 
 

@@ -13,9 +13,9 @@ import sys
 
 
 def main(argv):
+    import binascii
     import json
     import struct
-    import binascii
     cfg_path, rd_path, out_path, seed_hex, device, epoch, key_hex = argv[1:8]
     seq = int(argv[8]) if len(argv) > 8 else 0
     with open(cfg_path) as fh:

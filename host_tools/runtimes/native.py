@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from edgesynth import agent
-from edgesynth.agent.errors import ConfigError, SealedError, SEALED
+from edgesynth.agent.errors import SEALED, ConfigError, SealedError
 from edgesynth.agent.wire import device_id_bytes
 from edgesynth.ccore import EXACT_F64, INT32_MAX, INT32_MIN, core_params, core_readings, is_int
 from edgesynth.errors import InputError

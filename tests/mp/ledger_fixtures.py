@@ -5,8 +5,8 @@ access. Split from the tests so that each module fits the 64wK MicroPython heap
 on its own."""
 import os
 
-from agent.ledger import Device, provision
 from agent.errors import StateError
+from agent.ledger import Device, provision
 
 KEY = bytes(range(32))
 ID = "gw-7"

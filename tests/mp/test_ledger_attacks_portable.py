@@ -4,12 +4,12 @@ MicroPython unix port (tests/mp/run.py), with the file-backed platform counter
 of the unix port. The counter itself and power cuts: test_ledger_counter_portable.py."""
 import hashlib
 
-from agent.errors import BudgetError, ConfigError
+from ledger_fixtures import ID, KEY, _boot, _cfg, _dir, _feed, _fresh, _header, _read, _refused, _write
+
+from agent.errors import BudgetError, ConfigError, StateError
 from agent.ledger import provision
-from agent.errors import StateError
 from firmware_shims import fs
 from firmware_shims.hmac256 import hmac_sha256
-from ledger_fixtures import ID, KEY, _boot, _cfg, _dir, _feed, _fresh, _header, _read, _refused, _write
 
 
 def test_restoring_an_older_record_is_refused():

@@ -3,9 +3,10 @@
 (tests/mp/run.py), with the file-backed platform counter of the unix port.
 Split from test_ledger_attacks_portable.py so that each module fits the 64wK
 MicroPython heap."""
+from ledger_fixtures import _boot, _counters, _dir, _feed, _fresh, _header, _read, _refused, _write
+
 from firmware_shims import fs
 from firmware_shims.counter import FileCounter
-from ledger_fixtures import _boot, _counters, _dir, _feed, _fresh, _header, _read, _refused, _write
 
 
 def _set_counter(path, n):
@@ -40,9 +41,8 @@ def test_a_persist_cut_before_its_counter_step_is_caught_up():
     path, old = _two_records(10, 2)[:2]
     n = _header(_read(path))[1]["ctr"]
     _set_counter(path, n - 1)                            # the cut: record n on flash, counter at n - 1
-    d = _boot(path)                                      # accepted: nothing of record n was sent ...
+    _boot(path)                                          # accepted: nothing of record n was sent ...
     assert FileCounter(path + ".ctr").read() == n        # ... and the counter caught up
-    d = None
     _write(path, old)
     _refused(path, why="restored copy")
 

@@ -11,10 +11,11 @@ probability; a fixed seed could not tell them apart.
 """
 import os
 
+from ledger_fixtures import _boot, _cfg, _collect, _counters, _dir, _feed, _fresh, _read, _refused, _write
+
 from agent.errors import BudgetError, SealedError
 from agent.ledger import Ledger
 from firmware_shims import fs
-from ledger_fixtures import _boot, _cfg, _collect, _counters, _dir, _feed, _fresh, _read, _refused, _write
 
 
 def test_ledger_is_exact_and_refuses_overspending():

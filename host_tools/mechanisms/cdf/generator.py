@@ -11,9 +11,9 @@ from fractions import Fraction
 import msgpack
 import numpy as np
 
-from edgesynth.mechanisms.cdf.estimate import cdf_from_leaves, cdf_what, gls_leaves, gls_need, quantiles
 from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
+from edgesynth.mechanisms.cdf.estimate import cdf_from_leaves, cdf_what, gls_leaves, gls_need, quantiles
 from edgesynth.merge import merge_states, refuse_force_sum
 from edgesynth.ram import require_host_memory
 
@@ -90,7 +90,8 @@ def assemble_cdf(releases, force_sum=False):
     """CDF generator for the merged CDF state of ``releases`` (``force_sum``: profile only)."""
     refuse_force_sum(force_sum, "cdf")
     state, used = merge_states(releases, "cdf")
-    require_host_memory(gls_need(state.K, state.branching, state.d), "assembling " + cdf_what(state.K, state.branching, state.d))
+    require_host_memory(gls_need(state.K, state.branching, state.d),
+                        "assembling " + cdf_what(state.K, state.branching, state.d))
     F, totals = [], []
     for c in range(state.d):
         x = gls_leaves(state.levels[c], state.var, state.K, state.branching)

@@ -40,10 +40,10 @@ import math
 
 from edgesynth.agent.cdf.build import MAX_BINS, MAX_INT_SPAN
 from edgesynth.budget import Q_BITS, split_integer
-from edgesynth.mechanisms.cdf.estimate import cdf_what, gls_need, level_use, plain_error, stored_widths, suffix_products
-from edgesynth.errors import InputError
-from edgesynth.ram import host_memory, ram_notes, require_fit, heap_need, require_host_memory
 from edgesynth.config import device_config
+from edgesynth.errors import InputError
+from edgesynth.mechanisms.cdf.estimate import cdf_what, gls_need, level_use, plain_error, stored_widths, suffix_products
+from edgesynth.ram import heap_need, host_memory, ram_notes, require_fit, require_host_memory
 
 MAX_FACTOR = 64
 PAD = 1.5

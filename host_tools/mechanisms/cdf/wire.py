@@ -7,8 +7,8 @@ import numpy as np
 
 from edgesynth.agent.cdf.build import MAX_BINS, MAX_COUNTERS, MAX_LEAVES, MAX_LEVELS
 from edgesynth.agent.spec import MAX_CHANNELS, MAX_Q
-from edgesynth.mechanisms.cdf.estimate import stored_widths
 from edgesynth.errors import MergeError, SchemaError
+from edgesynth.mechanisms.cdf.estimate import stored_widths
 from edgesynth.noise import check_scale, dlap_variance
 
 KEYS = ("bins", "branching", "budget", "hi", "kind", "lo", "names", "nodes", "q", "sigma")

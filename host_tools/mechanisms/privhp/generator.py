@@ -14,9 +14,9 @@ import numpy as np
 from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
 from edgesynth.mechanisms.privhp.growth import Leaves, generator_need, grow, leaf_boxes, leaf_count, privhp_host_need
+from edgesynth.mechanisms.privhp.wire import MAX_CHANNELS
 from edgesynth.merge import merge_states, refuse_force_sum
 from edgesynth.ram import require_host_memory
-from edgesynth.mechanisms.privhp.wire import MAX_CHANNELS
 
 FORMAT = 1
 FILE_KIND = "edgesynth-generator"

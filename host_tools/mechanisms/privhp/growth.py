@@ -9,7 +9,8 @@ the uniform generator).
 """
 import numpy as np
 
-from edgesynth.agent.hashing import LIMB_BITS, LIMB_MASK, P as HASH_P
+from edgesynth.agent.hashing import LIMB_BITS, LIMB_MASK
+from edgesynth.agent.hashing import P as HASH_P
 
 
 def split(parent, c0, c1):

@@ -9,10 +9,13 @@ writes straight into the agent's ``array`` buffers through numpy views, one
 """
 import numpy as np
 
-from edgesynth.agent.errors import SealedError, SEALED
-from edgesynth.agent.hashing import LIMB_BITS, LIMB_MASK, P as HASH_P
+from edgesynth.agent.errors import SEALED, SealedError
+from edgesynth.agent.hashing import LIMB_BITS, LIMB_MASK
+from edgesynth.agent.hashing import P as HASH_P
 
-BLOCK = 1 << 14  # rows per block: the ~10 live temporaries (128 KiB each) stay in L2; 1 << 16 ran 25-35% slower (benchmarks/bench_speed.py)
+# rows per block: the ~10 live temporaries (128 KiB each) stay in L2; 1 << 16
+# ran 25-35% slower (benchmarks/bench_speed.py)
+BLOCK = 1 << 14
 
 
 def _channel(col, lo, hi, span):

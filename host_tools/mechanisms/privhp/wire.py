@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 
-from edgesynth.agent.hashing import MAX_WIDTH, P as HASH_P
+from edgesynth.agent.hashing import MAX_WIDTH
+from edgesynth.agent.hashing import P as HASH_P
 from edgesynth.agent.privhp.build import MAX_COUNTERS, MAX_DEPTH
 from edgesynth.agent.spec import MAX_Q
 from edgesynth.errors import MergeError, SchemaError

@@ -18,9 +18,19 @@ import numpy as np
 
 from edgesynth.errors import InputError, MergeError
 from edgesynth.genfile import read_file_map
+from edgesynth.mechanisms.profile.invert import (
+    DEFAULT_BETA,
+    DEFAULT_P,
+    inversion_need,
+    invert,
+    naive_profile,
+    profile_what,
+    tails,
+    thresholds,
+    unfold,
+)
 from edgesynth.merge import unique_releases
 from edgesynth.ram import require_host_memory
-from edgesynth.mechanisms.profile.invert import DEFAULT_BETA, DEFAULT_P, inversion_need, invert, naive_profile, profile_what, tails, thresholds, unfold
 
 FORMAT = 1
 FILE_KIND = "edgesynth-profile"

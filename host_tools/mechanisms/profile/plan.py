@@ -12,10 +12,10 @@ import math
 import os
 
 from edgesynth.agent.profile.build import MAX_CAP, MAX_ID, MAX_IDS, MAX_SAMPLE_BITS
-from edgesynth.errors import InputError
 from edgesynth.config import device_config
-from edgesynth.ram import ram_notes, require_fit, heap_need, require_host_memory
+from edgesynth.errors import InputError
 from edgesynth.mechanisms.profile.invert import inversion_need, profile_what, truncation
+from edgesynth.ram import heap_need, ram_notes, require_fit, require_host_memory
 
 DEFAULT_NAME = "id"
 
