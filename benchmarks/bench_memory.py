@@ -27,12 +27,12 @@ from fractions import Fraction
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import results_append  # noqa: E402
-from edgesynth.runtimes import micropython as mp_runtime  # noqa: E402
-from edgesynth.targets.bundle import build  # noqa: E402
 from edgesynth.mechanisms.cdf.plan import plan_cdf  # noqa: E402
-from edgesynth.ram import RUNTIME_OVERHEAD, SHAPE_BYTES, mcu_heap, mp_pool_beyond_counters
 from edgesynth.mechanisms.privhp.plan import counter_bytes, plan_privhp, privhp_arrays
 from edgesynth.mechanisms.profile.plan import plan_profile  # noqa: E402
+from edgesynth.ram import RUNTIME_OVERHEAD, SHAPE_BYTES, mcu_heap, mp_pool_beyond_counters
+from edgesynth.runtimes import micropython as mp_runtime  # noqa: E402
+from edgesynth.targets.bundle import build  # noqa: E402
 
 THROUGHPUT = '''
 import json, time, agent
@@ -83,8 +83,8 @@ def privhp_planned(ram):
 
 
 def throughput(quick):
-    from tests.conftest import privhp_config
     from edgesynth import agent
+    from tests.conftest import privhp_config
     cfg = privhp_config(d=2, r=16, k=64, w=256, j=2, lo=[0, 0], hi=[4096, 4096])
     reps = 3 if quick else 10
     a = agent.Agent(cfg, seed=b"throughput-seed0")

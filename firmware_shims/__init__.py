@@ -6,3 +6,7 @@ and the deterministic random bit generator that feeds the noise sampler.
 
 This package runs on CPython and MicroPython alike and never imports ``agent``.
 """
+
+
+class EntropyError(Exception):
+    """The entropy source failed a health check; no noise may be drawn."""

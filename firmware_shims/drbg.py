@@ -7,7 +7,7 @@ and the sampler must be reproducible byte-for-byte across runtimes when a
 test seed is given. The DRBG is seeded once from the platform entropy source and
 then produces every noise byte.
 """
-from .entropy import EntropyError, gather
+from . import EntropyError
 from .hmac256 import hmac_sha256
 
 PERSONALIZATION = b"edgesynth-noise-v1"
@@ -105,5 +105,6 @@ def seeded_source(seed):
 def platform_source(source=None):
     """A byte source seeded from the platform entropy (fails closed: EntropyError
     when ``source`` (default ``os.urandom``) fails the health checks)."""
+    from .entropy import gather
     entropy, nonce = gather(source)
     return ByteSource(HmacDrbg(entropy, nonce, PERSONALIZATION))

@@ -7,15 +7,13 @@ checks below refuse an obviously broken source (stuck or repeating output).
 A timer reading is mixed into the nonce; it adds little entropy but guarantees
 distinct nonces across boots when the source is weak.
 """
+from . import EntropyError
+
 try:
     import os
     _urandom = os.urandom
 except (ImportError, AttributeError):  # a port without os.urandom
     _urandom = None
-
-
-class EntropyError(Exception):
-    """The entropy source failed a health check; no noise may be drawn."""
 
 
 ENTROPY_BYTES = 48  # 384 bits: SP 800-90A wants >= 256 bits plus a nonce

@@ -45,6 +45,9 @@ UNLOAD = "device unloads construction code after the noise is drawn (agent.devic
 RELEASE = "device loads release code once construction code is unloaded: peak heap is counters + one phase"
 HEAP = "device heap: loaded only by a device whose config or calls use it"
 FUNCTION_LEVEL = {
+    (SHIMS + ".drbg", SHIMS + ".entropy"): "device heap: the entropy source loads only when the platform seeds "
+                                          "the DRBG "
+                                          "(a seeded source never interns its names)",
     (AGENT + ".cdf", AGENT + ".cdf.build"): UNLOAD,
     (AGENT + ".cdf", AGENT + ".cdf.release"): RELEASE,
     (AGENT + ".profile", AGENT + ".profile.build"): UNLOAD,

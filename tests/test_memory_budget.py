@@ -13,8 +13,8 @@ import pytest
 
 from edgesynth.errors import InputError
 from edgesynth.frames import iter_frames
-from edgesynth.ram import heap_need
 from edgesynth.mechanisms.privhp.plan import plan_privhp
+from edgesynth.ram import heap_need
 from edgesynth.runtimes.simulate import simulate
 
 pytestmark = pytest.mark.skipif(shutil.which("micropython") is None,
