@@ -10,7 +10,7 @@ import sys
 
 try:
     from .. import firmware_shims  # installed: edgesynth.firmware_shims
-except ImportError:  # a board's bundle, or a source tree on sys.path
+except (ImportError, ValueError):  # a board's bundle or a source tree (MicroPython < 1.16 raised ValueError)
     import firmware_shims
 
 

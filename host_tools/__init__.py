@@ -44,7 +44,7 @@ _LAZY = {
     "simulate_windows": ("edgesynth.simulation", "simulate_windows"),
     "window_schedule": ("edgesynth.simulation", "window_schedule"),
     "outside_fraction": ("edgesynth.simulation", "outside_fraction"),
-    "parse_time": ("edgesynth.runtimes.windows", "parse_time"),
+    "parse_time": ("edgesynth.simulation", "parse_time"),
     "read_frames": ("edgesynth.synthesis", "read_frames"),
     "assemble": ("edgesynth.synthesis", "assemble"),
     "load": ("edgesynth.synthesis", "load"),
@@ -73,8 +73,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.fleet.store import Store
     from edgesynth.manual import docs_path, docs_topics
     from edgesynth.planning import combine, plan
-    from edgesynth.runtimes.windows import parse_time
-    from edgesynth.simulation import outside_fraction, simulate, simulate_windows, window_schedule
+    from edgesynth.simulation import outside_fraction, parse_time, simulate, simulate_windows, window_schedule
     from edgesynth.synthesis import Generator, assemble, inspect, load, read_frames
 
 __all__ = [

@@ -16,7 +16,7 @@ import struct
 import numpy as np
 
 from edgesynth import agent
-from edgesynth.agent import device
+from edgesynth.agent import device, wire
 from edgesynth.agent.cdf import build as cdf_build
 from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.privhp import build as privhp_build
@@ -68,16 +68,16 @@ def validate(cfg):
     Raises ConfigError like ``agent.Agent``; integer bounds the C core cannot
     hold exactly (2**53 and beyond) get a clear one too.
     """
-    if not isinstance(cfg, dict) or cfg.get("format") != device.FORMAT:
-        raise ConfigError("config format must be %d" % device.FORMAT)
+    if not isinstance(cfg, dict) or cfg.get("format") != wire.FORMAT:
+        raise ConfigError("config format must be %d" % wire.FORMAT)
     eps = device.ratio(cfg.get("epsilon"), "epsilon")
     relation = cfg.get("relation", "add-remove")
-    if relation not in device.RELATIONS:
+    if relation not in wire.RELATIONS:
         raise ConfigError("relation must be 'add-remove' or 'replace', got %r" % (relation,))
-    factor = device.RELATIONS[relation]
+    factor = wire.RELATIONS[relation]
     specs = cfg.get("mechanisms")
-    if not isinstance(specs, list) or not 1 <= len(specs) <= device.MAX_MECHANISMS:
-        raise ConfigError("config needs a list of 1..%d mechanisms" % device.MAX_MECHANISMS)
+    if not isinstance(specs, list) or not 1 <= len(specs) <= wire.MAX_MECHANISMS:
+        raise ConfigError("config needs a list of 1..%d mechanisms" % wire.MAX_MECHANISMS)
     mechs = [_parse(spec, i, factor) for i, spec in enumerate(specs)]
     for m in mechs:
         for v in (m.lo + m.hi if m.kind != "profile" else []):

@@ -1,4 +1,4 @@
-"""From verified releases to a generator: de-duplicate, merge, grow.
+"""Merging verified releases of one configuration: de-duplicate resends, refuse conflicts, sum states.
 
 Frames merge when their public configurations are identical. Each frame covers
 its own device and epoch, so every event is in exactly one frame and the merged
@@ -27,7 +27,7 @@ def unique_releases(releases):
     return out
 
 
-def merge_states(releases, kind="privhp"):
+def merge_states(releases, kind):
     """Sum the ``kind`` states of all releases; returns (state, releases used)."""
     releases = unique_releases(releases)
     states = [m for rel in releases for m in rel.mechs if m.kind == kind]

@@ -69,7 +69,12 @@ def _names(names):
     """A list of channel names from 'a,b' or a sequence (None passes)."""
     if names is None:
         return None
-    cols = [c.strip() for c in names.split(",")] if isinstance(names, str) else [str(c) for c in names]
+    if isinstance(names, str):
+        cols = [c.strip() for c in names.split(",")]
+    elif isinstance(names, (list, tuple)):
+        cols = [str(c) for c in names]
+    else:
+        raise InputError("--names must be 'a,b' or a list of names, got %s" % type(names).__name__)
     cols = [c for c in cols if c]
     if not cols:
         raise InputError("--names needs at least one name")
@@ -89,11 +94,11 @@ def _share(value):
 
 
 def _branching(value):
-    if value is None or isinstance(value, (list, tuple)):
-        return None if value is None else [int(x) for x in value]
+    if value is None:
+        return None
     try:
-        return [int(x) for x in str(value).split(",")]
-    except ValueError:
+        return [int(x) for x in (value if isinstance(value, (list, tuple)) else str(value).split(","))]
+    except (TypeError, ValueError):
         raise InputError("--branching must list integers like 16,16, got %r" % value)
 
 

@@ -22,7 +22,8 @@ from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction
 from edgesynth.runtimes.simulate import simulate as run_one
-from edgesynth.runtimes.windows import Schedule, parse_time
+from edgesynth.runtimes.windows import Schedule
+from edgesynth.runtimes.windows import parse_time as _parse_time
 from edgesynth.runtimes.windows import simulate_windows as run_windows
 
 MAX_U32 = 2 ** 32 - 1
@@ -99,9 +100,13 @@ def device_key(key, keyring, device_id):
     if keyring is not None:
         ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
         return ring.require(device_id)
+    if key is None:
+        return None
     if isinstance(key, str):
         return _hex(key, "--key")
-    return bytes(key) if key else None
+    if not isinstance(key, (bytes, bytearray)) or not key:
+        raise InputError("key must be non-empty bytes or a hex string, got %s" % type(key).__name__)
+    return bytes(key)
 
 
 def _u32(value, what):
@@ -119,7 +124,7 @@ def _seconds(value, what):
     ``parse_time`` reads."""
     if isinstance(value, str):
         try:
-            return parse_time(value)
+            return _parse_time(value)
         except ValueError as e:
             raise InputError("%s: %s" % (what, e))
     if isinstance(value, np.datetime64):
@@ -273,3 +278,12 @@ def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime
     frames = _run(lambda: run_windows(cfg, x, t, cols, schedule, seed=seed_bytes(seed),
                                       first_seq=_u32(seq, "--seq"), progress=progress, **run))
     return [(e, bytes(f)) for e, f in frames]
+
+
+def parse_time(text):
+    """Seconds since the Unix epoch (float) of ``text``: Unix seconds or ISO
+    8601 (no offset means UTC); InputError naming the accepted forms."""
+    try:
+        return _parse_time(text)
+    except ValueError as e:
+        raise InputError(str(e))

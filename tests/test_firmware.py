@@ -129,7 +129,7 @@ def _combo():
 
 @pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m0plus"])
 def test_firmware_build_report(arm, cpu):
-    from edgesynth.targets.firmware import COMMON, ENTRY_POINTS, FLOAT, MECHANISMS, build
+    from edgesynth.targets.firmware import C_SOURCES, COMMON, ENTRY_POINTS, FLOAT, build
 
     def text(files):
         return sum(r["objects"][f[:-2] + ".o"]["text"] for f in set(files))
@@ -137,11 +137,11 @@ def test_firmware_build_report(arm, cpu):
     r = build(cpu, cfg)
     assert all(o["data"] == 0 and o["bss"] == 0 for o in r["objects"].values())  # caller memory only
     assert 1000 < r["common"]["text"] == text(COMMON)
-    for kind, files in MECHANISMS.items():
+    for kind, files in C_SOURCES.items():
         assert r["devices"][kind]["text"] == text(COMMON + files) > r["common"]["text"]
     assert r["float"]["cdf"]["text"] > 0 and r["float"]["privhp"]["text"] > 0
     assert r["config"] == {"kinds": ["privhp", "cdf", "profile"], "float": True,
-                           "text": text(COMMON + sum(MECHANISMS.values(), []) + FLOAT["privhp"] + FLOAT["cdf"])}
+                           "text": text(COMMON + sum(C_SOURCES.values(), []) + FLOAT["privhp"] + FLOAT["cdf"])}
     assert set(r["stack"]) == set(ENTRY_POINTS)
     # a chain is at least its entry's own frame and below a few KiB on a small MCU
     assert all(32 <= v < 4096 for v in r["stack"].values())

@@ -26,6 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOTS = {"host_tools": "edgesynth", "agent": "edgesynth.agent", "firmware_shims": "edgesynth.firmware_shims"}
 # a board imports the device packages by their top-level folder names
 BOARD_NAMES = {"agent": "edgesynth.agent", "firmware_shims": "edgesynth.firmware_shims"}
+# ... and only device code does: a host `import agent` works in a checkout, not installed
+MP_DRIVER = "edgesynth.runtimes.mp_driver"  # the host's script that MicroPython runs
 
 HOST, AGENT, SHIMS = "edgesynth", "edgesynth.agent", "edgesynth.firmware_shims"
 
@@ -158,21 +160,22 @@ class _Edges(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def import_graph(roots, aliases=None):
+def import_graph(roots, aliases=None, aliased=lambda module: True):
     """The import edges of every module under ``roots`` ({folder: package}).
 
     Returns ({module: [Edge, ...]}, unresolved),
     ``unresolved`` listing (module, line, call) of dynamic imports through the
     agent's shims that the walk could not name. Relative imports are resolved;
     ``from pkg import name`` is an edge to pkg.name when that is a module,
-    else to pkg; ``aliases`` maps a top-level name to the package it stands for.
+    else to pkg; ``aliases`` maps a top-level name to the package it stands for
+    in the modules ``aliased(module)`` accepts.
     """
     modules = module_names(roots)
     graph, unresolved = {}, []
     for name, path in modules.items():
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
-        walker = _Edges(name, path.endswith("__init__.py"), modules, aliases or {})
+        walker = _Edges(name, path.endswith("__init__.py"), modules, (aliases or {}) if aliased(name) else {})
         walker.visit(tree)
         graph[name] = walker.edges
         unresolved += [(name, line, call) for line, call in walker.unresolved]
@@ -218,7 +221,8 @@ def _describe(graph, component):
 @pytest.fixture(scope="module")
 def graph():
     roots = {os.path.join(ROOT, folder): package for folder, package in ROOTS.items()}
-    g, unresolved = import_graph(roots, BOARD_NAMES)
+    g, unresolved = import_graph(roots, BOARD_NAMES,
+                                 lambda m: _within(m, AGENT) or _within(m, SHIMS) or m == MP_DRIVER)
     assert not unresolved, "dynamic imports through agent/shims.py the test cannot name " \
                            "(use shim(\"literal\") or load(NAME) with NAME = __name__ + \".sub\"): %s" % unresolved
     return g
@@ -239,6 +243,15 @@ def test_agent_imports_no_host_code_and_only_micropython_modules(graph):
         if not (_within(e.target, AGENT) or _within(e.target, SHIMS) or e.target.split(".")[0] in MICROPYTHON):
             bad.append("%s line %d imports %s" % (m, e.line, e.target))
     assert not bad, "\n".join(bad)
+
+
+def test_host_imports_the_device_packages_by_their_installed_names(graph):
+    """`import agent` or `import host_tools` works in a checkout only: an
+    installed host has edgesynth.agent and edgesynth.firmware_shims."""
+    bad = ["%s line %d imports %s" % (m, e.line, e.target) for m, e in _edges(graph, lambda m: not (
+        _within(m, AGENT) or _within(m, SHIMS) or m == MP_DRIVER))
+           if e.target.split(".")[0] in ("agent", "firmware_shims", "host_tools")]
+    assert not bad, bad
 
 
 def test_shims_import_neither_agent_nor_host(graph):

@@ -24,19 +24,27 @@ RUNTIMES = ("cpython", "numpy", "micropython", "native", "qemu")
 DEFAULT_HEAP = 256 * 1024  # bytes of 32-bit-equivalent MicroPython heap
 
 
+def _bound(m, key, i):
+    """Bound ``i`` ("lo" or "hi") of spec ``m``, or None where the spec is
+    malformed: readings are then passed as floats and the agent refuses it."""
+    v = m.get(key)
+    return v[i] if isinstance(v, list) and i < len(v) else None
+
+
 def _int_columns(cfg):
     """Per reading column: pass it as int (every reader has integer bounds
     there, or is a profile reading ids), else as float."""
     inputs = cfg.get("inputs")
     if inputs is None:
         m = cfg["mechanisms"][0]
-        return [isinstance(a, int) and isinstance(b, int) for a, b in zip(m["lo"], m["hi"])]
+        return [isinstance(_bound(m, "lo", i), int) and isinstance(_bound(m, "hi", i), int)
+                for i in range(len(m.get("names") or []))]
     flags = [True] * len(inputs)
     for m in cfg["mechanisms"]:
         for i, name in enumerate(m.get("names") or []):
             if name in inputs and m.get("kind") != "profile":
-                a, b = m["lo"][i], m["hi"][i]
-                flags[inputs.index(name)] &= isinstance(a, int) and isinstance(b, int)
+                flags[inputs.index(name)] &= (isinstance(_bound(m, "lo", i), int)
+                                              and isinstance(_bound(m, "hi", i), int))
     return flags
 
 
@@ -57,7 +65,7 @@ def as_readings(data, cfg):
     cols = []
     for i in range(data.shape[1]):
         c = data[:, i]
-        if int_ch[i] and np.all(c == np.floor(c)) and np.all(np.abs(c) < 2 ** 53):
+        if i < len(int_ch) and int_ch[i] and np.all(c == np.floor(c)) and np.all(np.abs(c) < 2 ** 53):
             cols.append(c.astype(np.int64).tolist())
         else:
             cols.append(c.tolist())

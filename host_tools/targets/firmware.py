@@ -39,7 +39,7 @@ CPUS = {
 CFLAGS = ["-Os", "-std=c99", "-Wall", "-Wextra", "-ffunction-sections", "-fdata-sections"]
 # what every device links; per kind what it adds with integer readings; the float paths
 COMMON = ["es_sha256.c", "es_drbg.c", "es_dlap.c", "es_msgpack.c", "es_agent.c"]
-MECHANISMS = {"privhp": ["es_privhp.c", "es_privhp_i32.c", "es_hashing.c"], "cdf": ["es_cdf.c"],
+C_SOURCES = {"privhp": ["es_privhp.c", "es_privhp_i32.c", "es_hashing.c"], "cdf": ["es_cdf.c"],
               "profile": ["es_profile.c", "es_hashing.c"]}
 FLOAT = {"privhp": ["es_privhp_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": []}
 ENTRY_POINTS = ("es_drbg_platform", "es_agent_init", "es_agent_release", "es_privhp_init",
@@ -71,7 +71,7 @@ def sources(kinds, f64=False):
     the float paths when its readings or bounds need them."""
     out = list(COMMON)
     for k in kinds:
-        for f in MECHANISMS[k] + (FLOAT[k] if f64 else []):
+        for f in C_SOURCES[k] + (FLOAT[k] if f64 else []):
             if f not in out:
                 out.append(f)
     return out
@@ -169,13 +169,13 @@ def _params(cfg):
 def build(cpu, cfg=None):
     """Size report of the core for ``cpu`` (and the flash and RAM of ``cfg`` if given)."""
     with tempfile.TemporaryDirectory(prefix="es-fw-") as tmp:
-        sizes = object_sizes(compile_objects(cpu, sources(MECHANISMS, f64=True), tmp))
+        sizes = object_sizes(compile_objects(cpu, sources(C_SOURCES, f64=True), tmp))
         stack, external = stack_usage(tmp)
         state = state_sizes(cpu, tmp)
     report = {"cpu": cpu, "compiler": gcc_version(), "flags": " ".join(CPUS[cpu] + CFLAGS),
               "objects": sizes, "common": _total(sizes, COMMON),
-              "devices": {k: _total(sizes, sources([k])) for k in MECHANISMS},
-              "float": {k: _total(sizes, FLOAT[k]) for k in MECHANISMS if FLOAT[k]},
+              "devices": {k: _total(sizes, sources([k])) for k in C_SOURCES},
+              "float": {k: _total(sizes, FLOAT[k]) for k in C_SOURCES if FLOAT[k]},
               "stack": stack, "stack_external_calls": external, "state": state}
     if cfg is not None:
         p = _params(cfg)

@@ -33,7 +33,6 @@ from edgesynth.errors import InputError
 from edgesynth.mechanisms.privhp.growth import privhp_host_need
 from edgesynth.ram import heap_need, host_memory, ram_notes
 
-MAX_WIDTH = 4096
 NOISE_CONSTANT = math.sqrt(2)  # per-counter noise sd in units of the scale; calibrated, see above
 
 
@@ -130,7 +129,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
     size = counter_bytes(r, k, w, jj, sketch)
     q, sigma, clamp_p = privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split)
     seed = hash_seed or os.urandom(8).hex()
-    if not 0 < len(seed) <= 64:
+    if not isinstance(seed, str) or not 0 < len(seed) <= 64:
         raise InputError("--hash-seed must have 1..64 characters")
     mech = {"kind": "privhp", "names": list(names), "lo": lo, "hi": hi, "r": r, "k": k, "w": w,
             "j": jj, "sketch": sketch, "hash_seed": seed, "q": q, "sigma": sigma, "clamp_p": clamp_p}
