@@ -20,12 +20,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import edgesynth as es
+from edgesynth.agent.cdf.build import MAX_BINS
+from edgesynth.agent.profile.build import MAX_CAP
+from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.data.csvio import read_columns
 from edgesynth.errors import EdgesynthError, InputError
 from edgesynth.fleet.ingest import shown
 from edgesynth.manual import docs_dir, docs_title
 from edgesynth.outputs import atomic_output, write_bytes, write_text
+from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES
 from edgesynth.ram import parse_size
+from edgesynth.runtimes.simulate import RUNTIMES
+from edgesynth.simulation import MAX_U32
+from edgesynth.synthesis import MAX_SAMPLE
 from edgesynth.targets import bundle as mpy_bundle
 from edgesynth.targets import deploy as board
 from edgesynth.targets import firmware as arm
@@ -140,22 +147,22 @@ def _jsonable(o):
                                          "fit; without --bins, the largest K that fits. profile: refuses a "
                                          "--domain that does not fit; with --sample-bits and no --domain, the "
                                          "largest sampled range [0, n) that fits.")
-@click.option("--mechanism", default="privhp", show_default=True, type=click.Choice(["privhp", "cdf", "profile"]),
+@click.option("--mechanism", default="privhp", show_default=True, type=click.Choice(MECHANISMS),
               help="Summary kept on the device (edgesynth docs cdf, edgesynth docs profile).")
-@click.option("--bins", default=None, type=click.IntRange(2, 1 << 24),
+@click.option("--bins", default=None, type=click.IntRange(2, MAX_BINS),
               help="cdf: bins K per channel (default with --ram: the largest 2**a 3**b that fits, or the "
                    "integer span of integer bounds when it fits).")
 @click.option("--branching", default=None, help="cdf: tree branching n1,n2,... (default: searched).")
 @click.option("--domain", default=None, help="profile: dense ids LO:HI (LO <= id < HI); with --sample-bits, the "
                                             "sampled range (default with --ram: the largest [0, n) that fits).")
-@click.option("--cap", default=None, type=click.IntRange(1, 1 << 24), help="profile: public cap on one id's count.")
+@click.option("--cap", default=None, type=click.IntRange(1, MAX_CAP), help="profile: public cap on one id's count.")
 @click.option("--sample-bits", default=None, type=int,
               help="profile: hashed ids from [0, 2**B); --domain is then the range of their keyed permutation "
                    "kept (a sample; key from --hash-seed).")
 @click.option("--names", default=None, help="Channel names, comma separated (default x0,x1,...).")
 @click.option("--n-max", default=10 ** 6, show_default=True, type=click.IntRange(2, 2 ** 29),
               help="Public upper bound on readings per release; sets the tree depth.")
-@click.option("--sketch", default="cms", show_default=True, type=click.Choice(["cms", "cs"]),
+@click.option("--sketch", default="cms", show_default=True, type=click.Choice(SKETCHES),
               help="Count-min or count sketch for the deep levels.")
 @click.option("--rows", "j", default=None, type=click.IntRange(1, 16), help="Sketch rows j (default: chosen).")
 @click.option("--clamp-share", default="1/50", show_default=True,
@@ -163,9 +170,9 @@ def _jsonable(o):
 @click.option("--uniform-split", is_flag=True, help="Split epsilon evenly over levels instead of Eq. (23).")
 @click.option("--hash-seed", default=None,
               help="Public hash seed shared by devices that will be merged (default random).")
-@click.option("--relation", default="add-remove", show_default=True, type=click.Choice(["add-remove", "replace"]),
+@click.option("--relation", default="add-remove", show_default=True, type=click.Choice(sorted(RELATIONS)),
               help="Neighbouring streams: add/remove one reading, or replace one (doubles the noise).")
-@click.option("--device-runtime", default="micropython", show_default=True, type=click.Choice(["micropython", "c"]),
+@click.option("--device-runtime", default="micropython", show_default=True, type=click.Choice(DEVICE_RUNTIMES),
               help="What runs the agent on the device; sets the RAM charged beyond the counters against "
                    "--ram (every mechanism; edgesynth docs deployment).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
@@ -234,20 +241,20 @@ def combine(configs, output):
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
 @click.option("--columns", required=True, help="Columns to feed, in channel order, comma separated.")
 @click.option("--runtime", default="cpython", show_default=True,
-              type=click.Choice(["cpython", "numpy", "micropython", "native", "qemu"]),
+              type=click.Choice(RUNTIMES),
               help="Where the agent runs: cpython (its own code, per reading), numpy (vectorised, same "
                    "bytes), micropython (the MicroPython unix port with a capped heap), native (the "
                    "C core agent/c through cffi, batch calls) or qemu (the C core bare metal on an "
                    "emulated Cortex-M, see --cpu).")
-@click.option("--cpu", default="cortex-m4", show_default=True, type=click.Choice(["cortex-m4", "cortex-m0plus"]),
+@click.option("--cpu", default="cortex-m4", show_default=True, type=click.Choice(list(arm.CPUS)),
               help="Emulated CPU of the qemu runtime: cortex-m4 (mps2-an386) or cortex-m0plus (microbit).")
 @click.option("--heap", default="256K", show_default=True,
               help="MicroPython heap as a 32-bit-equivalent size (e.g. 32K); micropython runtime only.")
 @click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")
 @click.option("--device-id", default="device", show_default=True, help="Device name carried in the frame.")
-@click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1),
+@click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, MAX_U32),
               help="Epoch number of the single release (with --window the epoch is the window index).")
-@click.option("--seq", default=0, show_default=True, type=click.IntRange(0, 2 ** 32 - 1),
+@click.option("--seq", default=0, show_default=True, type=click.IntRange(0, MAX_U32),
               help="Sequence number of the (first) release; it counts up from here.")
 @click.option("--time-column", default=None,
               help="Column of reading timestamps: Unix seconds or ISO 8601 (no offset means UTC). "
@@ -321,7 +328,7 @@ def firmware():
 
 
 @firmware.command("build")
-@click.option("--cpu", default="cortex-m4", show_default=True, type=click.Choice(["cortex-m4", "cortex-m0plus"]),
+@click.option("--cpu", default="cortex-m4", show_default=True, type=click.Choice(list(arm.CPUS)),
               help="Target core; compiled with Debian's arm-none-eabi-gcc at -Os.")
 @click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
               help="Device config: also report its RAM (counters + state).")
@@ -358,7 +365,7 @@ def firmware_build(cpu, config_path, header, as_json):
               help="Assemble the frames of an ingest store instead of frame files.")
 @click.option("--device", "devices", multiple=True, help="With --store: only this device (repeatable).")
 @click.option("--config-hash", default=None, help="With --store: only frames of this configuration id.")
-@click.option("--mechanism", default=None, type=click.Choice(["privhp", "cdf", "profile"]),
+@click.option("--mechanism", default=None, type=click.Choice(MECHANISMS),
               help="Which mechanism's states to assemble (default: the only one present).")
 @click.option("--force-sum", is_flag=True,
               help="profile: sum sketches of the same ids anyway (error grows as kappa**k).")
@@ -399,7 +406,7 @@ def _assemble_line(summary, output):
 # ------------------------------------------------------------------- sample
 @main.command()
 @click.argument("generator", type=click.Path(dir_okay=False))
-@click.option("-n", "count", required=True, type=click.IntRange(1, 10 ** 9), help="Number of synthetic rows.")
+@click.option("-n", "count", required=True, type=click.IntRange(1, MAX_SAMPLE), help="Number of synthetic rows.")
 @click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1), help="Seed for reproducible samples.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="CSV to write.")
 def sample(generator, count, seed, output):
