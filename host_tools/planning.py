@@ -11,8 +11,10 @@ import os
 from collections.abc import Mapping
 from fractions import Fraction
 
+from edgesynth.agent.cdf.build import MAX_BINS
 from edgesynth.agent.device import mechanism_class, routes
 from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.budget import parse_epsilon
 from edgesynth.config import check_bounds, load_config, parse_bounds
@@ -157,8 +159,8 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, bins
     eps = parse_epsilon(epsilon)
     ram_bytes = parse_size(ram, "--ram") if ram is not None else None
     names = _names(names)
-    bins = _int_in(bins, 2, 1 << 24, "--bins")
-    cap = _int_in(cap, 1, 1 << 24, "--cap")
+    bins = _int_in(bins, 2, MAX_BINS, "--bins")
+    cap = _int_in(cap, 1, MAX_CAP, "--cap")
     sample_bits = _int_in(sample_bits, None, None, "--sample-bits")  # the planner checks its range
     rows = _int_in(rows, 1, 16, "--rows")
     n_max = _int_in(n_max, 2, 2 ** 29, "--n-max")
