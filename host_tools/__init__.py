@@ -50,6 +50,7 @@ _LAZY = {
     "load": ("edgesynth.synthesis", "load"),
     "Generator": ("edgesynth.synthesis", "Generator"),
     "inspect": ("edgesynth.synthesis", "inspect"),
+    "write": ("edgesynth.data.writers", "write"),
     "evaluate": ("edgesynth.evaluation.scoring", "evaluate"),
     "Keyring": ("edgesynth.fleet.keys", "Keyring"),
     "load_keyring": ("edgesynth.fleet.keys", "load"),
@@ -65,6 +66,7 @@ _LAZY = {
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_imports.py
     from edgesynth.config import load_config, write_config
+    from edgesynth.data.writers import write
     from edgesynth.demo import run_demo
     from edgesynth.evaluation.scoring import evaluate
     from edgesynth.fleet.keys import Keyring, new_key, write_credentials
@@ -79,7 +81,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
 __all__ = [
     "plan", "combine", "load_config", "write_config",
     "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
-    "read_frames", "assemble", "load", "Generator", "inspect", "evaluate",
+    "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate",
     "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "ingest", "migrate",
     "docs_path", "docs_topics", "run_demo",
     "EdgesynthError", "InputError", "FrameError", "MergeError", "StoreError", "IngestStopped",

@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from edgesynth.data.tables import to_frame
+from edgesynth.data.writers import write_table
 from edgesynth.describe import describe
 from edgesynth.errors import FrameError, InputError
 from edgesynth.fleet.keys import Keyring
@@ -138,9 +139,16 @@ class Generator:
 
     def sample(self, n, seed=None):
         """``n`` synthetic rows as a pandas DataFrame with columns ``names``
-        (the rows `edgesynth sample -n N --seed S` writes, before its CSV
-        rounds them to 10 significant digits)."""
+        (the rows `edgesynth sample -n N --seed S` writes, to the last bit)."""
         return to_frame(self.sample_array(n, seed), self.names)
+
+    def write(self, dest, n, seed=None, progress=None):
+        """Write ``n`` synthetic rows (the rows of ``blocks(n, seed)``) to
+        ``dest``: a path, Parquet if it ends in ``.parquet`` and CSV
+        otherwise, replaced atomically, or "-" for CSV on stdout. Memory does
+        not grow with ``n``. ``progress(rows)`` is called after each block
+        of at most 2**20 rows. Returns ``n``."""
+        return write_table(dest, self.names, self.blocks(n, seed), progress=progress)
 
 
 def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, config_id=None, mechanism=None,
