@@ -52,6 +52,7 @@ _LAZY = {
     "inspect": ("edgesynth.synthesis", "inspect"),
     "write": ("edgesynth.data.writers", "write"),
     "evaluate": ("edgesynth.evaluation.scoring", "evaluate"),
+    "synthesize": ("edgesynth.pipeline", "synthesize"),
     "Keyring": ("edgesynth.fleet.keys", "Keyring"),
     "load_keyring": ("edgesynth.fleet.keys", "load"),
     "new_key": ("edgesynth.fleet.keys", "new_key"),
@@ -74,6 +75,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.fleet.storage import ingest, migrate
     from edgesynth.fleet.store import Store
     from edgesynth.manual import docs_path, docs_topics
+    from edgesynth.pipeline import synthesize
     from edgesynth.planning import combine, plan
     from edgesynth.simulation import outside_fraction, parse_time, simulate, simulate_windows, window_schedule
     from edgesynth.synthesis import Generator, assemble, inspect, load, read_frames
@@ -81,7 +83,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
 __all__ = [
     "plan", "combine", "load_config", "write_config",
     "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
-    "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate",
+    "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize",
     "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "ingest", "migrate",
     "docs_path", "docs_topics", "run_demo",
     "EdgesynthError", "InputError", "FrameError", "MergeError", "StoreError", "IngestStopped",

@@ -28,6 +28,7 @@ from edgesynth.errors import EdgesynthError, InputError
 from edgesynth.fleet.ingest import shown
 from edgesynth.manual import docs_dir, docs_title
 from edgesynth.outputs import atomic_output, write_bytes, write_text
+from edgesynth.pipeline import DEFAULT_N_MAX, HOST_RAM, fit, runtime
 from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import RUNTIMES
@@ -86,8 +87,9 @@ def main():
 
 class _Bar:
     """A transient progress bar on stderr for one task of ``total`` steps
-    (None: a spinner, drawn at once). A bar with steps is drawn from its first
-    step, so that a command refused before any work prints its error alone."""
+    (None: a spinner, drawn at once; 0: set by the first ``update``). A bar
+    with steps is drawn from its first step, so that a command refused before
+    any work prints its error alone."""
 
     def __init__(self, description, total=None):
         self._prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -105,6 +107,12 @@ class _Bar:
         if not self._started:
             self._start()
         self._prog.advance(self._task, n)
+
+    def update(self, done, total):
+        """The library's ``progress(done, total)`` form: ``done`` of ``total`` steps."""
+        if not self._started:
+            self._start()
+        self._prog.update(self._task, completed=done, total=total)
 
     def __enter__(self):
         return self
@@ -434,15 +442,16 @@ def evaluate(real, synthetic, columns, bounds, seed, as_json):
     cols = _columns(columns)
     x = read_columns(real, cols)
     y = read_columns(synthetic, cols)
-    report = es.evaluate(x, y, cols, bounds=bounds or None, seed=seed)
+    with _Bar("evaluate", total=0) as bar:
+        report = es.evaluate(x, y, cols, bounds=bounds or None, seed=seed, progress=bar.update)
     if as_json:
         _echo_json(report)
     else:
         _print_report(report)
 
 
-def _print_report(report):
-    """A rich table of es.evaluate's figures: synthetic beside the uniform baseline."""
+def _print_report(report, err=False):
+    """A rich table of es.evaluate's figures: synthetic beside the uniform baseline (on stderr with ``err``)."""
     t = Table(title="utility (lower is better)")
     t.add_column("metric")
     t.add_column("synthetic", justify="right")
@@ -453,7 +462,69 @@ def _print_report(report):
     t.add_row("joint W1 (normalised, l-inf; floor %.3g)" % report["w1_joint_floor"],
               "%.4g" % syn["w1_joint"], "%.4g" % base["w1_joint"])
     t.add_row("range-query error", "%.4g" % syn["range_query_error"], "%.4g" % base["range_query_error"])
-    Console().print(t)
+    Console(stderr=err).print(t)
+
+
+# --------------------------------------------------------------- synthesize
+@main.command()
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("--columns", required=True, help="Columns to use, comma separated; they name the output's columns.")
+@click.option("--bounds", required=True, help="Public range LO:HI[,LO:HI...] per column, in --columns order; never "
+                                             "read it off the data. Values outside are clamped onto the edge.")
+@click.option("--epsilon", required=True, help="Privacy budget per row, e.g. 1, 0.5 or 1/3.")
+@click.option("-n", "count", required=True, type=click.IntRange(1, MAX_SAMPLE),
+              help="Number of synthetic rows (required: the real row count is private and never used).")
+@click.option("--integer", default=None, help="Integer columns, comma separated: their synthetic values are integers.")
+@click.option("--ram", default=HOST_RAM, show_default=True,
+              help="Memory for the summary (the planner uses what improves accuracy, today about 170K).")
+@click.option("--n-max", default=DEFAULT_N_MAX, show_default=True, type=click.IntRange(2, 2 ** 29),
+              help="Public upper bound on the rows; sets the tree depth (more rows are still all read).")
+@click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1),
+              help="Reproducible noise and sampling. Tests only: the output is then NOT private.")
+@click.option("--evaluate", "show_utility", is_flag=True,
+              help="Also print utility against the real data beside a uniform baseline (NOT private: for your "
+                   "eyes only).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="CSV of synthetic rows to write ('-' for stdout).")
+def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed, show_utility, output):
+    """Private synthetic rows from a CSV in one step, with no device.
+
+    Plans a summary for a host-sized memory budget, runs the device agent's C
+    core over the rows (numpy where the core is not built), assembles its
+    release and samples -n rows. Epsilon is per row; --bounds and -n are public
+    and nothing is read off the data to choose them.
+    """
+    cols = _columns(columns)
+    table = read_columns(data, cols)
+    with _Bar("agent (%s)" % runtime(), total=0) as bar:
+        gen, cfg = fit(table, bounds=bounds, epsilon=epsilon, columns=cols, integer=integer or None,
+                       seed=seed, ram=ram, n_max=n_max, progress=bar.update)
+    # sampling is post-processing: a fresh sampling seed is not a privacy matter, and keeps --evaluate's rows
+    # the written ones
+    sample_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+    with atomic_output(output, "w", encoding="utf-8", newline="") as fh, _Bar("sampling", total=count) as bar:
+        fh.write(",".join(gen.names) + "\n")
+        for block in gen.blocks(count, sample_seed):
+            np.savetxt(fh, block, delimiter=",", fmt="%.10g")
+            bar.advance(len(block))
+    err = output == "-"
+    outside = es.outside_fraction(cfg, table, cols)
+    if outside:
+        click.echo("note: %.2f%% of rows were outside --bounds and were clamped onto the edge" % (100 * outside),
+                   err=True)
+    if seed is not None:
+        click.echo("note: --seed makes the noise reproducible: these rows are NOT private", err=True)
+    m, p = cfg["mechanisms"][0], cfg["plan"]
+    click.echo("wrote %s: %d synthetic rows of %s from %d rows; privhp r=%d k=%d w=%d j=%d, %d counter bytes, "
+               "epsilon %s per row" % (output, count, ",".join(gen.names), len(table), m["r"], m["k"], m["w"],
+                                       m["j"], p["counter_bytes"], p["epsilon"]), err=err)
+    if show_utility:
+        with _Bar("evaluate", total=0) as bar:
+            report = es.evaluate(table, gen.sample_array(count, sample_seed), cols, bounds=cfg,
+                                 progress=bar.update)
+        _print_report(report, err=err)
+        click.echo("note: these figures compare with the real rows: they are NOT private; keep them to yourself, "
+                   "do not publish them", err=True)
 
 
 # ------------------------------------------------------------------ inspect

@@ -33,7 +33,7 @@ def _box(bounds, columns, x, y):
     return np.array(lo, float), np.array(hi, float)
 
 
-def evaluate(real, synthetic, columns=None, bounds=None, seed=0):
+def evaluate(real, synthetic, columns=None, bounds=None, seed=0, *, progress=None):
     """Utility figures of ``synthetic`` rows against ``real`` ones, beside a
     uniform baseline: a JSON-ready dict, what `edgesynth evaluate --json` prints.
 
@@ -45,6 +45,9 @@ def evaluate(real, synthetic, columns=None, bounds=None, seed=0):
         a list of pairs, a dict {column: (lo, hi)} or the device config);
         default the range of both data sets, as the command without --bounds.
     seed: int or numpy Generator for subsampling and the random range queries.
+    progress: optional callable ``progress(done, total)``, called after each
+        of the 2 d + 6 steps (d columns); the slow ones take seconds on
+        10**6 rows.
 
     Keys (see edgesynth.evaluation.metrics.utility_report): ``synthetic`` and
     ``baseline`` each hold per-channel W1 (``channels``: ``w1`` in data units,
@@ -67,4 +70,4 @@ def evaluate(real, synthetic, columns=None, bounds=None, seed=0):
         rng = np.random.default_rng(seed)
     except (TypeError, ValueError) as e:
         raise InputError("seed must be an int >= 0 or a numpy Generator (%s)" % e)
-    return utility_report(x, y, lo, hi, names, rng)
+    return utility_report(x, y, lo, hi, names, rng, progress=progress)

@@ -1,0 +1,132 @@
+"""Private synthetic data from a table in one step, with no device in sight
+(``edgesynth synthesize``; docs/api.md).
+
+The host plays the device: it plans PrivHP for a host-sized memory budget,
+runs the agent's C core over the rows (the numpy runtime, same bytes, where
+the core is not built), assembles the release and samples from it. The
+privacy guarantee is the device's: epsilon per row, with the public
+parameters (bounds, epsilon, the row bound ``n_max``, the budget) fixed
+before the data are read. Nothing is read off the data, not even their
+number of rows, so the number of synthetic rows ``n`` is always given.
+"""
+from collections.abc import Mapping
+
+import numpy as np
+
+from edgesynth.data.tables import as_table, column_names, to_frame
+from edgesynth.errors import InputError
+from edgesynth.planning import plan
+from edgesynth.runtimes import native
+from edgesynth.simulation import seed_bytes, simulate
+from edgesynth.synthesis import MAX_SAMPLE, assemble
+
+# The agent's budget on the host, bytes. A host has memory to spare, so this
+# only has to exceed what the planner can use: today it stops adding counters
+# at about 170 KB whatever the budget (a known planner limit), so 16 MiB
+# leaves the choice entirely to its accuracy model.
+HOST_RAM = "16M"
+DEFAULT_N_MAX = 10 ** 6  # as `edgesynth plan --n-max`: a public bound, never the data's row count
+
+
+def runtime():
+    """The fastest runtime here: "native" (the C core) when its extension is
+    built, else "numpy" (same bytes, slower)."""
+    return "native" if native.available() else "numpy"
+
+
+def _channels(data, bounds, columns):
+    """(columns, bounds) in channel order: ``columns`` as given, else the
+    bounds' keys, else every column of a DataFrame or dict."""
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    if isinstance(bounds, Mapping):
+        keys = [str(k) for k in bounds]
+        columns = keys if columns is None else [str(c) for c in columns]
+        missing = [c for c in columns if c not in keys]
+        if missing:
+            raise InputError("--bounds has no range for column %r" % missing[0])
+        bounds = [bounds[c] for c in columns]
+    elif columns is None:
+        columns = column_names(data)
+    return (None if columns is None else list(columns)), bounds
+
+
+def fit(data, *, bounds, epsilon, columns=None, integer=None, seed=None, ram=HOST_RAM, n_max=DEFAULT_N_MAX,
+        progress=None):
+    """``(generator, cfg)``: the Generator of a device planned for a host-sized
+    budget that read every row of ``data``, and that device's config; sample
+    it as often as you like (post-processing). Arguments as in synthesize;
+    ``progress(done, total)`` is called as rows reach the agent (``total``:
+    the rows of ``data``)."""
+    if bounds is None:
+        raise InputError("--bounds is required: the public range of every column, never read off the data")
+    columns, bounds = _channels(data, bounds, columns)
+    x, names = as_table(data, columns, "data")
+    return _fit(x, names, bounds, epsilon, integer, seed_bytes(seed), ram, n_max, progress, len(x))
+
+
+def _fit(x, names, bounds, epsilon, integer, seed, ram, n_max, progress, total):
+    """fit on the float64 rows ``x``; ``progress(done, total)``."""
+    ranges = len(bounds.split(",")) if isinstance(bounds, str) else len(bounds) if hasattr(bounds, "__len__") else None
+    if ranges is not None and ranges != len(names):  # before plan, which would say "names"
+        raise InputError("--bounds has %d ranges for %d columns (%s)" % (ranges, len(names), ", ".join(names)))
+    extra = {} if integer is None else {"integer": integer}
+    cfg = plan(bounds, epsilon=epsilon, ram=ram, names=names, n_max=n_max, device_runtime="c",
+               hash_seed=None if seed is None else "synthesize-" + seed.hex(), **extra)
+    done = 0
+
+    def fed(rows):
+        nonlocal done
+        done += rows
+        progress(done, total)
+    frame = simulate(cfg, x, seed, runtime=runtime(), columns=names, device_id="host",
+                     progress=fed if progress else None)
+    return assemble([frame]), cfg
+
+
+def synthesize(data, *, bounds, epsilon, n, columns=None, integer=None, seed=None, ram=HOST_RAM,
+               n_max=DEFAULT_N_MAX, progress=None):
+    """``n`` rows of private synthetic data like ``data``, as a DataFrame.
+
+    Plans PrivHP for ``ram`` bytes (default 16 MiB, a host's budget; the C
+    core's runtime), runs the agent over ``data`` on the fastest runtime,
+    assembles its release and samples ``n`` rows from it.
+
+    data: a DataFrame, a dict of columns or an array (rows, d).
+    bounds: the public range of each column, never read off the data: a dict
+        ``{"temp": (0, 110), ...}``, a list of (lo, hi) pairs or
+        "0:110,0:100". Values outside are clamped onto the edge.
+    epsilon: privacy budget per row, > 0 and at most 20 (1, 0.5, "1/3").
+    n: synthetic rows to draw, 0..10**9. Required: the real row count is
+        private and is never used.
+    columns: the columns to use, in order (list or "a,b"; default the
+        bounds' keys, else every column); they name the output's columns.
+    integer: columns that hold integers, passed to es.plan; their synthetic
+        values are integers.
+    seed: None (private: fresh entropy for the noise). An int in [0, 2**64)
+        makes the noise and the sampling reproducible and the result NOT
+        private: for tests only.
+    ram: the agent's budget in bytes (int or "16M"). n_max: public upper
+        bound on the rows (2..2**29, default 10**6), sets the tree depth;
+        rows beyond it are still all read.
+    progress: optional callable ``progress(done, total)``: rows fed to the
+        agent, then rows sampled (total = rows of data + n).
+
+    Raises InputError on bad bounds, options or data.
+    """
+    if bounds is None:
+        raise InputError("--bounds is required: the public range of every column, never read off the data")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_SAMPLE:
+        raise InputError("n (-n) is the number of synthetic rows, an integer in [0, %d], got %r" % (MAX_SAMPLE, n))
+    columns, bounds = _channels(data, bounds, columns)
+    x, names = as_table(data, columns, "data")
+    seed = seed_bytes(seed)
+    total = len(x) + int(n)
+    gen, _ = _fit(x, names, bounds, epsilon, integer, seed, ram, n_max, progress, total)
+    blocks, done = [], len(x)
+    for block in gen.blocks(int(n), None if seed is None else int.from_bytes(seed, "big")):
+        blocks.append(block)
+        done += len(block)
+        if progress:
+            progress(done, total)
+    return to_frame(np.concatenate(blocks) if blocks else np.empty((0, len(names))), gen.names)
