@@ -92,8 +92,9 @@ class _Bar:
     any work prints its error alone."""
 
     def __init__(self, description, total=None):
+        console = Console(stderr=True)  # off when stderr is no terminal: rich would leave an empty line there
         self._prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                              TimeRemainingColumn(), transient=True, console=Console(stderr=True))
+                              TimeRemainingColumn(), transient=True, console=console, disable=not console.is_terminal)
         self._task = self._prog.add_task(description, total=total)
         self._started = False
         if total is None:
@@ -485,7 +486,7 @@ def _print_report(report, err=False):
               help="Also print utility against the real data beside a uniform baseline (NOT private: for your "
                    "eyes only).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="CSV of synthetic rows to write ('-' for stdout).")
+              help="Synthetic rows to write: CSV, Parquet if it ends in .parquet, '-' for CSV on stdout.")
 def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed, show_utility, output):
     """Private synthetic rows from a CSV in one step, with no device.
 
@@ -502,11 +503,8 @@ def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed,
     # sampling is post-processing: a fresh sampling seed is not a privacy matter, and keeps --evaluate's rows
     # the written ones
     sample_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
-    with atomic_output(output, "w", encoding="utf-8", newline="") as fh, _Bar("sampling", total=count) as bar:
-        fh.write(",".join(gen.names) + "\n")
-        for block in gen.blocks(count, sample_seed):
-            np.savetxt(fh, block, delimiter=",", fmt="%.10g")
-            bar.advance(len(block))
+    with _Bar("sampling", total=count) as bar:
+        gen.write(output, count, sample_seed, progress=bar.advance)
     err = output == "-"
     outside = es.outside_fraction(cfg, table, cols)
     if outside:

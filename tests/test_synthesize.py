@@ -147,3 +147,19 @@ def test_evaluate_flag_prints_utility_and_warns_it_is_not_private(csv, tmp_path)
     assert r.exit_code == 0, r.output
     assert "uniform baseline" in r.stdout and "joint W1" in r.stdout
     assert "NOT private" in r.stderr and "do not publish" in r.stderr
+
+
+def test_stdout_output_keeps_the_summary_on_stderr(csv, tmp_path):
+    r = run(csv, "--columns", "a,b", "--bounds", BOUNDS, "--epsilon", 1, "-n", 20, "--seed", 1, "--evaluate",
+            "-o", "-")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == "a,b" and len(lines) == 21 and all(len(x.split(",")) == 2 for x in lines[1:])
+    assert "wrote -: 20 synthetic rows" in r.stderr and "uniform baseline" in r.stderr
+
+
+def test_parquet_output(csv, tmp_path):
+    out = tmp_path / "s.parquet"
+    assert run(csv, "--columns", "a,b", "--bounds", BOUNDS, "--epsilon", 1, "-n", 99, "-o", out).exit_code == 0
+    rows = pd.read_parquet(out)
+    assert list(rows.columns) == ["a", "b"] and len(rows) == 99
