@@ -169,6 +169,10 @@ def _jsonable(o):
               help="profile: hashed ids from [0, 2**B); --domain is then the range of their keyed permutation "
                    "kept (a sample; key from --hash-seed).")
 @click.option("--names", default=None, help="Channel names, comma separated (default x0,x1,...).")
+@click.option("--integer", default=None,
+              help="Integer channels, by name (or 0-based position), comma separated: whole-number readings and "
+                   "synthetic values, bounds must be whole numbers (privhp, cdf). Others are real-valued, "
+                   "however their bounds are written.")
 @click.option("--n-max", default=10 ** 6, show_default=True, type=click.IntRange(2, 2 ** 29),
               help="Public upper bound on readings per release; sets the tree depth.")
 @click.option("--sketch", default="cms", show_default=True, type=click.Choice(SKETCHES),
@@ -186,15 +190,16 @@ def _jsonable(o):
                    "--ram (every mechanism; edgesynth docs deployment).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Config file to write (JSON).")
-def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, n_max, sketch, j,
-         clamp_share, uniform_split, hash_seed, relation, device_runtime, as_json, output):
+def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, integer, n_max, sketch,
+         j, clamp_share, uniform_split, hash_seed, relation, device_runtime, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
     itself is measured (edgesynth docs deployment). A plan that cannot fit
     --ram is refused with what it needs and what it has.
     """
-    cfg = es.plan(bounds, epsilon=epsilon, ram=ram, mechanism=mechanism, names=names or None, bins=bins,
+    cfg = es.plan(bounds, epsilon=epsilon, ram=ram, mechanism=mechanism, names=names or None,
+                  integer=integer or None, bins=bins,
                   branching=branching or None, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max,
                   sketch=sketch, rows=j, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
                   relation=relation, device_runtime=device_runtime)
@@ -212,7 +217,7 @@ def _plan_line(m, p, output):
     if m["kind"] == "privhp":
         return ("wrote %s: privhp r=%d k=%d w=%d j=%d %s; counters %d B, expected peak %d B of %d B"
                 % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
-                   p["expected_peak_bytes"], p["ram_bytes"]))
+                   p["expected_peak_bytes"], p["ram_bytes"])) + _resolution_text(m, p)
     if m["kind"] == "cdf":
         line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (
             output, m["bins"], "" if p["bins_choice"] == "given" else " (%s)" % p["bins_choice"],
@@ -221,8 +226,21 @@ def _plan_line(m, p, output):
         line = "wrote %s: profile over %d ids [%d, %d), cap %d; counters %d B; expected l2 error ~ %.3g" % (
             output, p["ids"], m["lo"], m["hi"], m["cap"], p["counter_bytes"], p["expected_error_scale_l2"])
     ram = p["ram_bytes"]
-    return line + "; expected peak %d B (%s)%s" % (p["expected_peak_bytes"], p["device_runtime"],
-                                                  "" if ram is None else " of %d B" % ram)
+    line += "; expected peak %d B (%s)%s" % (p["expected_peak_bytes"], p["device_runtime"],
+                                             "" if ram is None else " of %d B" % ram)
+    return line + _resolution_text(m, p) if m["kind"] == "cdf" else line
+
+
+def _resolution_text(m, p):
+    """'; resolution temp 0.43, humid 0.39 (integer: count 1)': a finest
+    cell's width per channel in its units; integer channels (int bounds) apart."""
+    res = p["resolution"]
+    integer = {n for n, a, b in zip(m["names"], m["lo"], m["hi"]) if isinstance(a, int) and isinstance(b, int)}
+    real = ", ".join("%s %.3g" % (n, w) for n, w in res.items() if n not in integer)
+    whole = ", ".join("%s %.3g" % (n, w) for n, w in res.items() if n in integer)
+    if not whole:
+        return "; resolution " + real
+    return "; resolution %s(integer: %s)" % (real + " " if real else "", whole)
 
 
 @main.command()
@@ -378,15 +396,20 @@ def firmware_build(cpu, config_path, header, as_json):
               help="Which mechanism's states to assemble (default: the only one present).")
 @click.option("--force-sum", is_flag=True,
               help="profile: sum sketches of the same ids anyway (error grows as kappa**k).")
+@click.option("--integer", default=None,
+              help="Integer channels, as `plan --integer` declared them (frames do not carry it): their synthetic "
+                   "values are whole numbers (privhp, cdf).")
 @click.option("--json", "as_json", is_flag=True, help="Print the generator summary as JSON.")
-def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, mechanism, force_sum, as_json):
+def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, mechanism, force_sum, integer,
+             as_json):
     """Verify release frames, merge those of one configuration, and build a generator.
 
     Frames come from files (RELEASES) or from an ingest store (--store), whose
     frames were verified when they were stored.
     """
     gen = es.assemble(list(releases) or None, key=key_hex or None, keyring=keyring, store=store_path,
-                      devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum)
+                      devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum,
+                      integer=integer or None)
     if output:
         gen.save(output)
     summary = gen.summary()

@@ -44,8 +44,9 @@ def combine(cfgs):
             "mechanisms": mechs, "plan": {"combined": plans, "epsilon": str(eps)}}
 
 
-def parse_bounds(text):
-    """'LO:HI[,LO:HI...]' -> (lo list, hi list); integers stay integers."""
+def split_bounds(text):
+    """'LO:HI[,LO:HI...]' -> [(lo, hi), ...] as written: int where the text
+    is an integer, float otherwise (check_bounds decides the channel type)."""
     pairs = []
     for i, part in enumerate(str(text).split(",")):
         bits = part.strip().split(":")
@@ -63,30 +64,53 @@ def parse_bounds(text):
                 if not math.isfinite(v):  # named as written
                     raise InputError("bound %d: %r is not finite" % (i + 1, b))
             vals.append(v)
-        pairs.append(vals)
-    return check_bounds(pairs)
+        pairs.append(tuple(vals))
+    return pairs
 
 
-def check_bounds(pairs):
-    """``[(lo, hi), ...]`` -> (lo list, hi list), each pair a finite
-    lo < hi; Python or numpy integers stay ints (integer channels), other
-    numbers become floats. InputError naming the bound (1-based) otherwise."""
+def parse_bounds(text, integer=()):
+    """'LO:HI[,LO:HI...]' -> (lo list, hi list), typed by check_bounds."""
+    return check_bounds(split_bounds(text), integer)
+
+
+def check_bounds(pairs, integer=(), names=None):
+    """``[(lo, hi), ...]`` -> (lo list, hi list), each pair a finite lo < hi.
+
+    How a number is written does not matter: the channels at the 0-based
+    positions ``integer`` (declared integer channels, e.g. ADC codes) need
+    whole-number bounds and keep them as ints, which makes them integer
+    channels on the device; every other channel's bounds become floats.
+    ``names`` (optional) name the channels in messages. InputError naming the
+    bound (1-based) otherwise.
+    """
+    integer = set(integer)
     lo, hi = [], []
     for i, pair in enumerate(pairs):
+        label = "bound %d" % (i + 1) if names is None else "bound %d (%s)" % (i + 1, names[i])
         if len(pair) != 2:
-            raise InputError("bound %d (%r) must be a (lo, hi) pair" % (i + 1, pair))
+            raise InputError("%s (%r) must be a (lo, hi) pair" % (label, pair))
         vals = []
         for v in pair:
             if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                raise InputError("bound %d: %r is not a number" % (i + 1, v))
-            v = int(v) if isinstance(v, numbers.Integral) else float(v)
-            if not math.isfinite(v):
-                raise InputError("bound %d: %r is not finite" % (i + 1, v))
+                raise InputError("%s: %r is not a number" % (label, v))
+            try:
+                f = float(v)
+            except OverflowError:
+                f = math.inf
+            if not math.isfinite(f):
+                raise InputError("%s: %r is not finite" % (label, v))
+            if i in integer:
+                if f != math.floor(f):
+                    raise InputError("%s: %r is not a whole number; an integer channel needs integer bounds"
+                                     % (label, v))
+                v = int(v)
+            else:
+                v = f
             vals.append(v)
         if not vals[0] < vals[1]:
-            raise InputError("bound %d: LO (%s) must be below HI (%s)" % (i + 1, vals[0], vals[1]))
-        if isinstance(vals[0], int) and isinstance(vals[1], int) and vals[1] - vals[0] > MAX_INT_SPAN:
-            raise InputError("bound %d: integer span exceeds 2**29 - 1; use float bounds" % (i + 1))
+            raise InputError("%s: LO (%s) must be below HI (%s)" % (label, pair[0], pair[1]))  # as given
+        if i in integer and vals[1] - vals[0] > MAX_INT_SPAN:
+            raise InputError("%s: integer span exceeds 2**29 - 1; do not declare it integer" % label)
         lo.append(vals[0])
         hi.append(vals[1])
     if not lo:

@@ -17,10 +17,11 @@ from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.budget import parse_epsilon
-from edgesynth.config import check_bounds, load_config, parse_bounds
+from edgesynth.config import check_bounds, load_config, split_bounds
 from edgesynth.config import combine as combine_configs
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.cdf.plan import plan_cdf
+from edgesynth.mechanisms.integers import positions
 from edgesynth.mechanisms.privhp.plan import plan_privhp
 from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
 from edgesynth.ram import parse_size
@@ -48,22 +49,27 @@ def _int_in(value, lo, hi, what):
     return v
 
 
-def _bounds(bounds, names):
+def _bounds(bounds, names, integer):
     """(lo, hi, names) of ``bounds``: 'LO:HI,...', a list of (lo, hi) pairs,
-    or a dict {name: (lo, hi)} whose keys become the channel names."""
+    or a dict {name: (lo, hi)} whose keys become the channel names; the
+    channels ``integer`` names (integers.positions) keep integer bounds, the
+    others get float bounds."""
     if isinstance(bounds, str):
-        lo, hi = parse_bounds(bounds)
-        return lo, hi, names
-    if isinstance(bounds, Mapping):
-        if names is not None and list(names) != [str(k) for k in bounds]:
-            raise InputError("the bounds' keys name the channels; leave out --names or give the same names")
-        names = [str(k) for k in bounds]
-        bounds = list(bounds.values())
-    try:
-        pairs = [tuple(p) for p in bounds]
-    except TypeError:
-        raise InputError("--bounds must be 'LO:HI,...', a list of (lo, hi) pairs or a dict of them")
-    lo, hi = check_bounds(pairs)
+        pairs = split_bounds(bounds)
+    else:
+        if isinstance(bounds, Mapping):
+            if names is not None and list(names) != [str(k) for k in bounds]:
+                raise InputError("the bounds' keys name the channels; leave out --names or give the same names")
+            names = [str(k) for k in bounds]
+            bounds = list(bounds.values())
+        try:
+            pairs = [tuple(p) for p in bounds]
+        except TypeError:
+            raise InputError("--bounds must be 'LO:HI,...', a list of (lo, hi) pairs or a dict of them")
+    if names is not None and len(names) != len(pairs):
+        raise InputError("%d names given for %d channels" % (len(names), len(pairs)))
+    shown = names or ["x%d" % i for i in range(len(pairs))]
+    lo, hi = check_bounds(pairs, positions(integer, shown), shown)
     return lo, hi, names
 
 
@@ -116,15 +122,17 @@ def _domain(value):
     return parse_domain(value)
 
 
-def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, bins=None, branching=None,
-         domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None, clamp_share="1/50",
-         uniform_split=False, hash_seed=None, relation="add-remove", device_runtime="micropython"):
+def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, integer=None, bins=None,
+         branching=None, domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None,
+         clamp_share="1/50", uniform_split=False, hash_seed=None, relation="add-remove", device_runtime="micropython"):
     """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
 
     bounds: the public range of each channel, never read off the data (privhp
         and cdf): a dict ``{"temp": (0, 110), ...}`` whose keys become the
         channel names, a list of (lo, hi) pairs or the command line's
-        "0:110,0:100". Integer bounds keep readings integral (ADC codes).
+        "0:110,0:100". How they are written does not matter: 0:1 and
+        0.0:1.0 plan the same; a channel is integer only when ``integer``
+        declares it.
     epsilon: privacy budget per reading, > 0 and at most 20: 1, 0.5, "1/3",
         Fraction(1, 3).
     ram: bytes the agent may use on the device (int, or "32K", "1.5M").
@@ -135,6 +143,11 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, bins
     mechanism: "privhp" (joint distribution of up to a few channels), "cdf"
         (per-channel CDFs) or "profile" (how many ids occur t times).
     names: channel names (list or "a,b"; default x0, x1, ...; profile: one).
+    integer: the integer channels (privhp, cdf), e.g. ["count"] or
+        "temp,count" (names, or 0-based positions): readings and synthetic
+        values are whole numbers (ADC codes); their bounds must be too, the
+        plan resolves no finer than one unit, and the config keeps their
+        bounds as ints. Other channels are real-valued.
     bins: cdf bins per channel, 2..2**24. branching: cdf tree, e.g. [16, 16].
     domain: profile ids lo <= id < hi, (lo, hi) or "LO:HI". cap: profile's
         public cap on one id's count, 1..2**24. sample_bits: profile over
@@ -167,18 +180,20 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, bins
     if mechanism == "profile":
         if cap is None:
             raise InputError("--mechanism profile needs --cap")
+        if integer:
+            raise InputError("--integer applies to privhp and cdf channels; a profile's ids are integers already")
         lo, hi = _domain(domain)
         return plan_profile(lo, hi, cap, eps, names=names, relation=relation, sample_bits=sample_bits,
                             sample_seed=hash_seed, ram=ram_bytes, runtime=device_runtime)
     if mechanism == "cdf":
         if bounds is None:
             raise InputError("--mechanism cdf needs --bounds and --bins (or --ram to choose the bins)")
-        lo, hi, names = _bounds(bounds, names)
+        lo, hi, names = _bounds(bounds, names, integer)
         return plan_cdf(lo, hi, eps, bins, names=names, branching=_branching(branching), relation=relation,
                         ram=ram_bytes, runtime=device_runtime)
     if bounds is None or ram_bytes is None:
         raise InputError("--mechanism privhp needs --bounds and --ram")
-    lo, hi, names = _bounds(bounds, names)
+    lo, hi, names = _bounds(bounds, names, integer)
     return plan_privhp(lo, hi, eps, ram_bytes, names=names, n_max=n_max, sketch=_one_of(sketch, SKETCHES, "--sketch"),
                        j=rows, clamp_share=_share(clamp_share), uniform_split=bool(uniform_split),
                        hash_seed=hash_seed, relation=relation, runtime=device_runtime)

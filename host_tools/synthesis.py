@@ -99,6 +99,12 @@ class Generator:
     def names(self):
         return list(self.model.names)
 
+    @property
+    def integer(self):
+        """One bool per column: True where the values are whole numbers (the
+        channels assemble's ``integer`` declared, and a profile's counts)."""
+        return list(self.model.integer)
+
     def __repr__(self):
         return "<edgesynth.Generator %s over %s>" % (self.kind, ", ".join(self.names))
 
@@ -139,8 +145,13 @@ class Generator:
 
     def sample(self, n, seed=None):
         """``n`` synthetic rows as a pandas DataFrame with columns ``names``
-        (the rows `edgesynth sample -n N --seed S` writes, to the last bit)."""
-        return to_frame(self.sample_array(n, seed), self.names)
+        (the rows `edgesynth sample -n N --seed S` writes, to the last bit);
+        integer columns (``integer``) as int64."""
+        frame = to_frame(self.sample_array(n, seed), self.names)
+        for name, whole in zip(self.names, self.integer):
+            if whole:
+                frame[name] = frame[name].astype(np.int64)
+        return frame
 
     def write(self, dest, n, seed=None, progress=None):
         """Write ``n`` synthetic rows (the rows of ``blocks(n, seed)``) to
@@ -152,7 +163,7 @@ class Generator:
 
 
 def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, config_id=None, mechanism=None,
-             force_sum=False):
+             force_sum=False, integer=None):
     """Verify release frames, merge those of one configuration and build a Generator.
 
     frames: frame bytes (one or several frames back to back), Release
@@ -165,6 +176,11 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
         several ("privhp", "cdf", "profile"; default: the only one present).
     force_sum: profile only, sum sketches of the same ids anyway (the error
         grows as kappa**k).
+    integer: the integer channels (privhp, cdf): names (list or "a,b") or
+        0-based positions, as the plan declared them; their synthetic values
+        are whole numbers, uniform over the integers of a cell. Frames carry
+        bounds as floats whatever the config says, so this is not read off
+        them; the generator file keeps it.
 
     Raises MergeError when frames of different configurations are given.
     """
@@ -181,7 +197,7 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
                 rels = st.releases(devices=list(devices) if devices else None, config_id=config_id)
     else:
         rels = read_frames(frames, key=key, keyring=keyring)
-    return Generator(assemble_any(rels, mechanism, force_sum))
+    return Generator(assemble_any(rels, mechanism, force_sum, integer))
 
 
 def load(path):

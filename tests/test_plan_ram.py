@@ -168,7 +168,8 @@ def test_cli_refusals_are_one_line_exit_2(tmp_path, args, needle):
 
 def test_cli_plans_for_ram_and_reports_the_peak(tmp_path):
     c, p = tmp_path / "c.json", tmp_path / "p.json"
-    code, out, _ = run("plan", "--mechanism", "cdf", "--bounds", "0:110", "--epsilon", "1", "--ram", "32K", "-o", c)
+    code, out, _ = run("plan", "--mechanism", "cdf", "--bounds", "0:110", "--integer", "x0", "--epsilon", "1",
+                       "--ram", "32K", "-o", c)
     assert code == 0 and "K=110 (integer span)" in out and "of 32768 B" in out
     code, out, _ = run("plan", "--mechanism", "profile", "--cap", "9", "--sample-bits", "20", "--epsilon", "1",
                        "--ram", "48K", "--device-runtime", "c", "--hash-seed", "k", "-o", p)

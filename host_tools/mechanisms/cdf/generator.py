@@ -2,9 +2,10 @@
 
 assemble: GLS on each channel's tree, then PAVA on the cumulative counts
 (host_tools/mechanisms/cdf/estimate.py). The generator samples each channel from its CDF
-(a bin with probability F_j - F_{j-1}, then uniformly inside it), channels
-independently: the mechanism releases marginals only. Post-processing: any
-number of samples is free.
+(a bin with probability F_j - F_{j-1}, then uniformly inside it, or a
+uniform integer of it on an integer channel), channels independently: the
+mechanism releases marginals only. Post-processing: any number of samples
+is free.
 """
 from fractions import Fraction
 
@@ -14,6 +15,7 @@ import numpy as np
 from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
 from edgesynth.mechanisms.cdf.estimate import cdf_from_leaves, cdf_what, gls_leaves, gls_need, quantiles
+from edgesynth.mechanisms.integers import cell_integers, check_flags, draw, positions
 from edgesynth.merge import merge_states, refuse_force_sum
 from edgesynth.ram import require_host_memory
 
@@ -23,9 +25,11 @@ QUANTILES = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
 
 
 class CDFGenerator:
-    """``F`` (d, K) monotone CDF values at the bin right edges of [lo, hi)."""
+    """``F`` (d, K) monotone CDF values at the bin right edges of [lo, hi);
+    ``integer`` one bool per channel (None: none), whose channels get
+    whole-number values."""
 
-    def __init__(self, names, lo, hi, F, meta):
+    def __init__(self, names, lo, hi, F, meta, integer=None):
         self.names = list(names)
         self.lo = np.asarray(lo, dtype=np.float64)
         self.hi = np.asarray(hi, dtype=np.float64)
@@ -35,6 +39,9 @@ class CDFGenerator:
         self.prob = np.diff(self.F, axis=1, prepend=0.0)
         self.prob = np.maximum(self.prob, 0.0)
         self.prob /= self.prob.sum(axis=1, keepdims=True)
+        self.integer = check_flags(integer, self.names, self.lo, self.hi, "generator")
+        self._cells = {c: cell_integers(np.arange(self.K), self.K, self.lo[c], self.hi[c])
+                       for c in range(self.d) if self.integer[c]}
 
     @property
     def d(self):
@@ -46,7 +53,12 @@ class CDFGenerator:
         w = (self.hi - self.lo) / self.K
         for c in range(self.d):
             j = rng.choice(self.K, size=n, p=self.prob[c])
-            x = self.lo[c] + (j + rng.random(n)) * w[c]
+            u = rng.random(n)
+            if c in self._cells:
+                first, count = self._cells[c]
+                out[:, c] = draw(first[j], count[j], u)
+                continue
+            x = self.lo[c] + (j + u) * w[c]
             # keep bins half-open despite rounding in lo + (j + u) * w
             out[:, c] = np.minimum(x, np.nextafter(self.lo[c] + (j + 1) * w[c], -np.inf))
         return out
@@ -57,7 +69,7 @@ class CDFGenerator:
 
     def to_bytes(self):
         return msgpack.packb({"fmt": FORMAT, "kind": FILE_KIND, "names": self.names, "lo": self.lo.tolist(),
-                              "hi": self.hi.tolist(), "bins": self.K,
+                              "hi": self.hi.tolist(), "bins": self.K, "integer": self.integer,
                               "cdf": self.F.astype("<f8").tobytes(), "meta": self.meta})
 
     @classmethod
@@ -72,7 +84,8 @@ class CDFGenerator:
         if lo.shape != (d,) or hi.shape != (d,) or not np.all(lo < hi) or not np.all(np.isfinite(F)) \
                 or np.any(np.diff(F, axis=1) < 0) or np.any(F[:, -1] != 1.0) or np.any(F < 0):
             raise InputError("%s: CDF generator arrays are inconsistent" % source)
-        return cls(m["names"], lo, hi, F, m.get("meta", {}))
+        # files written before integer channels existed carry no flags: all real-valued
+        return cls(m["names"], lo, hi, F, m.get("meta", {}), check_flags(m.get("integer"), m["names"], lo, hi, source))
 
     def summary(self):
         """JSON-ready: quantiles (one channel: numbers; several: a list per q)."""
@@ -83,11 +96,14 @@ class CDFGenerator:
         else:
             quant = {k: Q[:, i].tolist() for i, k in enumerate(keys)}
         return {"kind": FILE_KIND, "channels": self.names, "lo": self.lo.tolist(), "hi": self.hi.tolist(),
-                "bins": self.K, "quantiles": quant, **self.meta}
+                "integer": [n for n, f in zip(self.names, self.integer) if f], "bins": self.K, "quantiles": quant,
+                **self.meta}
 
 
-def assemble_cdf(releases, force_sum=False):
-    """CDF generator for the merged CDF state of ``releases`` (``force_sum``: profile only)."""
+def assemble_cdf(releases, force_sum=False, integer=None):
+    """CDF generator for the merged CDF state of ``releases`` (``force_sum``:
+    profile only); ``integer`` names its integer channels (see
+    integers.positions)."""
     refuse_force_sum(force_sum, "cdf")
     state, used = merge_states(releases, "cdf")
     require_host_memory(gls_need(state.K, state.branching, state.d),
@@ -111,4 +127,5 @@ def assemble_cdf(releases, force_sum=False):
         "noise_sd_per_level": np.sqrt(state.var).tolist(),
         "estimated_readings": totals,
     }
-    return CDFGenerator(state.names, state.lo, state.hi, np.array(F), meta)
+    declared = positions(integer, state.names)
+    return CDFGenerator(state.names, state.lo, state.hi, np.array(F), meta, [i in declared for i in range(state.d)])

@@ -31,10 +31,11 @@ takes seconds (65521: 18 s), and from 1024 up consecutive ones are at most
 12.5% apart (18.5% from 64 up), so at most about a ninth of the counter
 budget goes unused. Any integer K would need a tree search per integer,
 and the counters of the chosen tree do not grow monotonically with K, so
-no bisection could replace the scan. For integer bounds K is capped at the
-smallest integer span (bins narrower than one unit of an integer reading
-stay empty), and the span itself is a candidate: one bin per integer value
-is the finest a CDF of those readings can be.
+no bisection could replace the scan. For integer channels (declared with
+``integer``; their bounds are ints) K is capped at the smallest integer span
+(bins narrower than one unit of an integer reading stay empty), and the
+span itself is a candidate: one bin per integer value is the finest a CDF of
+those readings can be.
 """
 import math
 
@@ -158,6 +159,7 @@ def plan_cdf(lo, hi, eps, bins, names=None, branching=None, relation="add-remove
         **ram_notes(ram, counters, need, runtime),
         "nodes_per_channel": sum(widths),
         "plain_error_counts2": plain_error(bins, branching, var),
+        "resolution": {n: (h - l) / bins for n, l, h in zip(names, lo, hi)},
         "epsilon": str(eps),
     })
 

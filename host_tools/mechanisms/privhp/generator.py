@@ -2,7 +2,8 @@
 
 Sampling picks a leaf with probability mass/total, then a point uniformly in
 its half-open box: the vectorised form of the PrivHP paper's tree walk (§6),
-which subtracts the left child's count when it branches right.
+which subtracts the left child's count when it branches right. On an integer
+channel the point is a uniform integer of the box instead (integers.py).
 It is post-processing of a private release, so any number of samples is free.
 """
 import math
@@ -13,7 +14,16 @@ import numpy as np
 
 from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
-from edgesynth.mechanisms.privhp.growth import Leaves, generator_need, grow, leaf_boxes, leaf_count, privhp_host_need
+from edgesynth.mechanisms.integers import cell_integers, check_flags, draw, positions
+from edgesynth.mechanisms.privhp.growth import (
+    Leaves,
+    generator_need,
+    grow,
+    leaf_boxes,
+    leaf_cells,
+    leaf_count,
+    privhp_host_need,
+)
 from edgesynth.mechanisms.privhp.wire import MAX_CHANNELS
 from edgesynth.merge import merge_states, refuse_force_sum
 from edgesynth.ram import require_host_memory
@@ -28,16 +38,24 @@ class Generator:
 
     ``names`` channel names; ``lo``/``hi`` the public box; ``leaves`` a
     growth.Leaves; ``meta`` JSON-ready provenance (epsilon, devices, frames,
-    noise variances).
+    noise variances); ``integer`` one bool per channel (None: none), whose
+    channels get whole-number values.
     """
 
-    def __init__(self, names, lo, hi, leaves, meta):
+    def __init__(self, names, lo, hi, leaves, meta, integer=None):
         self.names = list(names)
         self.lo = np.asarray(lo, dtype=np.float64)
         self.hi = np.asarray(hi, dtype=np.float64)
         self.leaves = leaves
         self.meta = dict(meta)
-        self.box_lo, self.box_hi = leaf_boxes(leaves, len(self.names), self.lo, self.hi)
+        self.integer = check_flags(integer, self.names, self.lo, self.hi, "generator")
+        q, bits = leaf_cells(leaves, len(self.names))
+        self._int_cols = [c for c in range(self.d) if self.integer[c]]
+        cells = [cell_integers(q[:, c], 1 << bits[:, c], self.lo[c], self.hi[c]) for c in self._int_cols]
+        self._int_first = np.stack([f for f, _ in cells], axis=1) if cells else None
+        self._int_count = np.stack([n for _, n in cells], axis=1) if cells else None
+        self.box_lo, self.box_hi = leaf_boxes(q, bits, self.lo, self.hi)
+        del q, bits, cells
         mass = np.maximum(leaves.mass, 0.0)
         total = mass.sum()
         if not total > 0:
@@ -58,8 +76,9 @@ class Generator:
         Per block: multinomial leaf counts, each leaf index repeated that many
         times and the sequence shuffled (a uniformly shuffled multinomial
         sequence is an i.i.d. categorical one, so rows are exchangeable), then
-        a uniform point in each leaf's half-open box. Two to three times
-        faster than inverse-CDF search per point (benchmarks/bench_speed.py).
+        a uniform point in each leaf's half-open box (on an integer channel,
+        a uniform integer of it). Two to three times faster than inverse-CDF
+        search per point (benchmarks/bench_speed.py).
         """
         out = np.empty((n, self.d))
         for start in range(0, n, SAMPLE_BLOCK):
@@ -67,10 +86,15 @@ class Generator:
             idx = np.repeat(self._leaf, rng.multinomial(m, self.prob))
             rng.shuffle(idx)
             block = out[start:start + m]
-            np.multiply(rng.random((m, self.d)), self._width[idx], out=block)
+            u = rng.random((m, self.d))
+            if self._int_cols:
+                ints = draw(self._int_first[idx], self._int_count[idx], u[:, self._int_cols])
+            np.multiply(u, self._width[idx], out=block)
             block += self.box_lo[idx]
             # keep cells half-open despite rounding in lo + u * width
             np.minimum(block, self._limit[idx], out=block)
+            if self._int_cols:
+                block[:, self._int_cols] = ints
         return out
 
     def to_bytes(self):
@@ -81,6 +105,7 @@ class Generator:
             "level": lv.level.astype("<u1").tobytes(),
             "path": lv.path.astype("<u4").tobytes(),
             "mass": lv.mass.astype("<f8").tobytes(),
+            "integer": self.integer,
             "meta": self.meta,
         })
 
@@ -102,13 +127,16 @@ class Generator:
         # the leaf boxes take 56 d bytes per leaf, 13 in the file: bounded before they are built
         require_host_memory(generator_need(level.size, d), "%s: loading a generator of %d leaves over %d channel(s)"
                             % (source, level.size, d))
-        return cls(m["names"], lo, hi, Leaves(level, path, mass), m.get("meta", {}))
+        # files written before integer channels existed carry no flags: all real-valued
+        return cls(m["names"], lo, hi, Leaves(level, path, mass), m.get("meta", {}),
+                   check_flags(m.get("integer"), m["names"], lo, hi, source))
 
     def summary(self):
         """JSON-ready description for `inspect` and `assemble --json`."""
         depth = self.leaves.level
         return {
             "kind": FILE_KIND, "channels": self.names, "lo": self.lo.tolist(), "hi": self.hi.tolist(),
+            "integer": [n for n, f in zip(self.names, self.integer) if f],
             "leaves": int(depth.size), "depth_min": int(depth.min()), "depth_max": int(depth.max()),
             "noisy_total": float(max(self.leaves.mass.sum(), 0.0)),
             "smallest_cell_fraction": float(math.ldexp(1.0, -int(depth.max()))),
@@ -116,8 +144,10 @@ class Generator:
         }
 
 
-def assemble_privhp(releases, force_sum=False):
-    """Generator for the merged PrivHP state of ``releases`` (``force_sum``: profile only)."""
+def assemble_privhp(releases, force_sum=False, integer=None):
+    """Generator for the merged PrivHP state of ``releases`` (``force_sum``:
+    profile only); ``integer`` names its integer channels (see
+    integers.positions)."""
     refuse_force_sum(force_sum, "privhp")
     state, used = merge_states(releases, "privhp")
     require_host_memory(privhp_host_need(state.L, state.r, state.k, state.j, state.d),
@@ -139,4 +169,6 @@ def assemble_privhp(releases, force_sum=False):
         "noise_sd_root": math.sqrt(state.tree_var[0]),
         "noisy_clamped": state.clamp,
     }
-    return Generator(state.names, state.lo, state.hi, grow(state), meta)
+    declared = positions(integer, state.names)
+    flags = [i in declared for i in range(state.d)]
+    return Generator(state.names, state.lo, state.hi, grow(state), meta, flags)

@@ -62,9 +62,10 @@ def leaf_count(L, r, k):
 
 def generator_need(leaves, d):
     """Bytes of host memory a Generator of ``leaves`` leaves over d channels
-    takes: its 4 (leaves, d) float64 box arrays and 3 more while leaf_boxes
-    builds them, 6 per-leaf arrays and the file bytes it writes."""
-    return leaves * (56 * d + 64)
+    takes: its 4 (leaves, d) float64 box arrays, 4 more while leaf_cells and
+    leaf_boxes build them, 2 int64 ones per integer channel (a cell's
+    integers), 6 per-leaf arrays and the file bytes it writes."""
+    return leaves * (80 * d + 64)
 
 
 def privhp_host_need(L, r, k, j, d):
@@ -137,26 +138,30 @@ def grow(state, trace=None):
     return Leaves(np.concatenate(levels), np.concatenate(paths), np.concatenate(masses))
 
 
-def leaf_boxes(leaves, d, lo, hi):
-    """Boxes of leaves in data units: returns (box_lo, box_hi), each (N, d).
+def leaf_cells(leaves, d):
+    """(q, bits), each (N, d) int64: leaf i is cell q[i, c] of the
+    2**bits[i, c] equal parts of channel c.
 
     Level t (1-based) of a path halves channel (t-1) mod d; the path's bits
     de-interleave into each channel's cell index.
     """
     n = leaves.level.size
-    box_lo = np.empty((n, d))
-    box_hi = np.empty((n, d))
-    span = hi - lo
+    q = np.zeros((n, d), dtype=np.int64)
+    bits = np.zeros((n, d), dtype=np.int64)
     for lvl in np.unique(leaves.level):
         sel = np.nonzero(leaves.level == lvl)[0]
         v = leaves.path[sel]
-        q = np.zeros((sel.size, d), dtype=np.int64)
-        bits = np.zeros(d, dtype=np.int64)
+        qs = np.zeros((sel.size, d), dtype=np.int64)
         for t in range(1, int(lvl) + 1):
             i = (t - 1) % d
-            q[:, i] = (q[:, i] << 1) | ((v >> (int(lvl) - t)) & 1)
-            bits[i] += 1
-        width = span / np.exp2(bits)
-        box_lo[sel] = lo + q * width
-        box_hi[sel] = lo + (q + 1) * width
-    return box_lo, box_hi
+            qs[:, i] = (qs[:, i] << 1) | ((v >> (int(lvl) - t)) & 1)
+            bits[sel, i] += 1
+        q[sel] = qs
+    return q, bits
+
+
+def leaf_boxes(q, bits, lo, hi):
+    """Boxes of the leaf cells (q, bits) (leaf_cells) in data units:
+    (box_lo, box_hi), each (N, d)."""
+    width = (hi - lo) / np.exp2(bits)
+    return lo + q * width, lo + (q + 1) * width

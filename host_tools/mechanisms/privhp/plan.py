@@ -72,7 +72,8 @@ def predicted_w1(d, r, k, w, j, eps, n, skew=0.5):
 
 def choose_depth(d, eps, n_max, lo, hi):
     """r = ceil(log2(eps * n_max)), rounded up to a multiple of d, capped by 29
-    and by the resolution of integer bounds (no cell narrower than one unit).
+    and by the resolution of integer channels (their bounds are ints, as
+    declared with ``integer``: no cell narrower than one unit).
 
     Level l splits channel (l-1) mod d, so channel i gets
     floor((r-1-i)/d) + 1 bits; that is at most bits_i exactly when
@@ -86,6 +87,17 @@ def choose_depth(d, eps, n_max, lo, hi):
             bits = max(math.ceil(math.log2(span)), 1)
             r = min(r, d * bits + i)
     return max(1, r)
+
+
+def channel_bits(d, r):
+    """Levels of a depth-``r`` tree that split each of ``d`` channels: level
+    l splits channel (l-1) mod d, so channel i gets floor((r-1-i)/d) + 1."""
+    return [(r - 1 - i) // d + 1 if r > i else 0 for i in range(d)]
+
+
+def resolution(lo, hi, r):
+    """Width of a finest cell per channel, in the channel's units."""
+    return [(h - l) / 2 ** b for l, h, b in zip(lo, hi, channel_bits(len(lo), r))]
 
 
 def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=None,
@@ -140,6 +152,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
         "sketch_levels": r - L,
         "n_max": n_max,
         "predicted_w1_bound": score,
+        "resolution": dict(zip(names, resolution(lo, hi, r))),
         "epsilon": str(eps),
     })
 

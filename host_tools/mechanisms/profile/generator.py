@@ -40,6 +40,7 @@ class ProfileResult:
     """A private profile ``profile`` (t = 0..n) with its statistics in ``stats``."""
 
     names = ["count"]
+    integer = [True]  # per-id counts are whole numbers
 
     def __init__(self, profile, stats):
         self.profile = np.asarray(profile, dtype=np.float64)

@@ -1,0 +1,77 @@
+"""Integer channels in generators: which integers a cell holds, how one is
+drawn, and the per-channel flag a generator file carries.
+
+A channel is integer when its plan declared it (its config bounds are ints).
+Frames carry bounds as float64 whatever their type, so the flag reaches a
+generator from ``assemble(..., integer=...)`` and is saved in its file; files
+written before the flag existed load as all real-valued.
+"""
+import numpy as np
+
+from edgesynth.errors import InputError
+
+
+def cell_integers(q, parts, lo, hi):
+    """(first, count) int64 arrays: the integers of cell ``q`` of ``parts``
+    equal half-open parts of a channel with integer bounds [lo, hi] (the
+    last part also holds hi), as the device bins them: x is in cell
+    floor((x - lo) * parts / (hi - lo)), in exact integer arithmetic. A cell
+    holding none gets its rounded centre (count 1)."""
+    q, parts = np.asarray(q, np.int64), np.asarray(parts, np.int64)
+    lo, span = int(lo), int(hi) - int(lo)
+    first = -(-q * span // parts)                      # ceil(q span / parts): products stay below 2**59
+    last = np.where(q + 1 >= parts, span, -(-(q + 1) * span // parts) - 1)
+    empty = last < first
+    centre = np.rint((2 * q + 1) * (span / 2.0) / parts).astype(np.int64)
+    first = np.where(empty, centre, first)
+    count = np.where(empty, 1, last - first + 1)
+    return lo + first, count
+
+
+def draw(first, count, u):
+    """Uniform integers of the cells (first, count), from uniforms ``u`` in
+    [0, 1) (same shape), as float64: first + floor(u * count)."""
+    return first + np.floor(u * count)
+
+
+def check_flags(integer, names, lo, hi, source):
+    """``integer`` (None, or one bool per channel) as a list of bools; a
+    flagged channel needs whole-number bounds. InputError naming ``source``."""
+    d = len(names)
+    if integer is None:
+        return [False] * d
+    if not isinstance(integer, (list, tuple)) or len(integer) != d or not all(isinstance(x, bool) for x in integer):
+        raise InputError("%s: the integer flags must list %d booleans" % (source, d))
+    for name, flag, a, b in zip(names, integer, lo, hi):
+        if flag and not (float(a).is_integer() and float(b).is_integer()):
+            raise InputError("%s: channel %s is integer but its bounds [%r, %r] are not whole numbers"
+                             % (source, name, float(a), float(b)))
+    return list(integer)
+
+
+def positions(integer, names):
+    """Sorted 0-based positions of the channels ``integer`` declares integer:
+    names ('temp,count' or a list), or 0-based positions (ints, or digit
+    strings that are not a channel's name); None declares none. InputError
+    listing the channels when one is not among ``names``."""
+    if integer is None:
+        return []
+    if isinstance(integer, str):
+        items = [c.strip() for c in integer.split(",") if c.strip()]
+    elif isinstance(integer, (list, tuple, set, frozenset)):
+        items = list(integer)
+    else:
+        raise InputError("--integer must be 'a,b' or a list of channel names, got %s" % type(integer).__name__)
+    out, unknown = [], []
+    for item in items:
+        if isinstance(item, str) and item in names:
+            out.append(names.index(item))
+        elif isinstance(item, (int, str)) and not isinstance(item, bool) and str(item).isdigit() \
+                and int(item) < len(names):
+            out.append(int(item))
+        else:
+            unknown.append(str(item))
+    if unknown:
+        raise InputError("--integer names no channel %s; the channels are %s"
+                         % (", ".join(repr(u) for u in unknown), ", ".join(names)))
+    return sorted(set(out))
