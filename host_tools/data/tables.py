@@ -5,18 +5,42 @@ DataFrame back for synthetic rows.
 Inputs are recognised by shape, not by type, so reading them never imports
 pandas: anything with ``columns`` and ``to_numpy`` is a DataFrame, a Mapping
 is a dict of columns, anything else goes through ``numpy.asarray``.
+
+Missing values (NaN, None, pandas.NA) are skipped row by row or refused,
+the same rule as for files (edgesynth.data.files): whether a row is kept
+depends on that row alone, so skipping is safe at the event level.
 """
+from collections import namedtuple
 from collections.abc import Mapping
 
 import numpy as np
 
 from edgesynth.errors import InputError
 
+MISSING_RULES = ("skip", "error")
+
+Table = namedtuple("Table", "data names skipped source")
+Table.__doc__ = """Numeric rows read from a file or a DataFrame: ``data`` a finite float64
+array (n, d), ``names`` its d column names, ``skipped`` how many rows were
+left out for a missing value, ``source`` what they came from (a path,
+"<stdin>" or the argument's name)."""
+
+
+def check_missing(missing):
+    """``missing`` if it is a rule of MISSING_RULES; InputError otherwise."""
+    if missing not in MISSING_RULES:
+        raise InputError("missing must be 'skip' or 'error', got %r" % (missing,))
+    return missing
+
 
 def _column(values, name, what):
-    """One column as a 1-D float64 array; InputError naming it otherwise."""
+    """One column as a 1-D float64 array, NaN where a value is missing
+    (NaN, None, pandas.NA); InputError naming it otherwise."""
     try:
-        col = np.asarray(values, dtype=np.float64)
+        if hasattr(values, "to_numpy"):  # a pandas Series: pandas.NA only converts this way
+            col = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            col = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError("%s: column %r is not numeric" % (what, name))
     if col.ndim != 1:
@@ -38,14 +62,49 @@ def column_names(data):
     return None
 
 
-def as_table(data, names=None, what="data"):
-    """``(x, names)``: ``x`` a finite float64 array of shape (n, d).
+def as_table(data, names=None, what="data", missing="skip"):
+    """``(x, names)`` of ``to_table``: ``x`` a finite float64 array (n, d)."""
+    table = to_table(data, names, what, missing=missing)
+    return table.data, table.names
+
+
+def to_table(data, names=None, what="data", *, missing="skip"):
+    """A Table of ``data``'s rows without a missing value.
 
     ``data`` is a DataFrame or dict of columns (``names`` picks columns by
     name, default all of them in order) or an array-like of shape (n, d) or
     (n,) (``names`` names its columns in order, default x0, x1, ...).
-    ``what`` names the argument in error messages.
+    A row with a missing value (NaN, None, pandas.NA) in one of these
+    columns is left out and counted (``missing="skip"``) or refused with an
+    InputError naming the column and row (``missing="error"``); an infinity
+    is always refused. ``what`` names the argument in error messages.
     """
+    check_missing(missing)
+    x, names = _numeric(data, names, what)
+    keep = complete_rows(x, names, what, missing)
+    if not keep.all():
+        x = x[keep]
+    return Table(x, names, int(keep.size - np.count_nonzero(keep)), what)
+
+
+def complete_rows(x, names, what, missing, first=0):
+    """Boolean mask of the rows of float64 ``x`` (n, d) without NaN; with
+    ``missing="error"`` a NaN is an InputError naming its column and row
+    (rows counted from ``first``). An infinity is an InputError either way."""
+    inf = np.isinf(x)
+    if inf.any():
+        row, col = np.argwhere(inf)[0]
+        raise InputError("%s: row %d, column %r: %r is not a finite number"
+                         % (what, row + first, names[col], float(x[row, col])))
+    nan = np.isnan(x)
+    if missing == "error" and nan.any():
+        row, col = np.argwhere(nan)[0]
+        raise InputError("%s: row %d, column %r: missing value (missing='error')" % (what, row + first, names[col]))
+    return ~nan.any(axis=1)
+
+
+def _numeric(data, names, what):
+    """``(x, names)``: ``data`` as a float64 array (n, d), NaN where missing."""
     given = column_names(data)
     if given is not None:
         names = list(given if names is None else names)
@@ -75,10 +134,6 @@ def as_table(data, names=None, what="data"):
         raise InputError("%s has no columns" % what)
     if len(set(names)) != len(names):
         raise InputError("%s: a column is named twice (%s)" % (what, ", ".join(map(str, names))))
-    bad = ~np.all(np.isfinite(x), axis=0)
-    if bad.any():
-        raise InputError("%s: column %r holds a value that is not a finite number"
-                         % (what, names[int(np.argmax(bad))]))
     return x, [str(c) for c in names]
 
 
