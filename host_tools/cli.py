@@ -23,6 +23,7 @@ import edgesynth as es
 from edgesynth.agent.cdf.build import MAX_BINS
 from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
+from edgesynth.channels import column_map, parse_columns
 from edgesynth.data.csvio import read_columns
 from edgesynth.errors import EdgesynthError, InputError
 from edgesynth.fleet.ingest import shown
@@ -124,11 +125,11 @@ class _Bar:
 
 
 def _columns(text):
-    cols = [c.strip() for c in text.split(",") if c.strip()]
-    if not cols:
-        raise InputError("--columns needs at least one column name")
-    if len(set(cols)) != len(cols):
-        raise InputError("--columns names a column twice")
+    """--columns of a command that reads columns by name (FILE=CHANNEL is simulate's)."""
+    cols = parse_columns(text)
+    if isinstance(cols, dict):
+        raise InputError("--columns here names columns, comma separated; FILE=CHANNEL maps a file's columns "
+                         "onto a config's channels in `simulate`")
     return cols
 
 
@@ -266,7 +267,10 @@ def combine(configs, output):
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="Device config from `plan`.")
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
-@click.option("--columns", required=True, help="Columns to feed, in channel order, comma separated.")
+@click.option("--columns", default=None,
+              help="The file's columns that feed the config's channels: by position (temp,humid: temp feeds the "
+                   "first channel) or FILE=CHANNEL (temp=a,humid=b, every channel once). Default: the columns "
+                   "named like the channels. The channels keep the config's names (and its config id).")
 @click.option("--runtime", default="cpython", show_default=True,
               type=click.Choice(RUNTIMES),
               help="Where the agent runs: cpython (its own code, per reading), numpy (vectorised, same "
@@ -314,7 +318,8 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     if any(v is not None for v in timed) and not all(v is not None for v in timed):
         raise InputError("--time-column, --window, --start and --end go together")
     cfg = es.load_config(config_path)
-    cols = _columns(columns)
+    mapping = dict(column_map(cfg, columns))  # file column -> channel; the channels keep the config's names
+    cols = list(mapping)
     if time_column in cols:
         raise InputError("--time-column %r is also in --columns" % time_column)
     if window is not None:
@@ -327,8 +332,8 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
         data, times = table[:, :-1], table[:, -1]
     else:
         data = read_columns(input_path, cols)
-    outside = es.outside_fraction(cfg, data, cols)
-    run = dict(runtime=runtime, columns=cols, device_id=device_id, seq=seq, key=key_hex or None, keyring=keyring,
+    outside = es.outside_fraction(cfg, data, mapping)
+    run = dict(runtime=runtime, columns=mapping, device_id=device_id, seq=seq, key=key_hex or None, keyring=keyring,
                heap=heap, cpu=cpu)
     with _Bar("agent (%s)" % runtime, total=len(data)) as bar:
         if window is None:

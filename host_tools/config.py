@@ -139,31 +139,18 @@ def load_config(path):
     return cfg
 
 
-def _channels(m):
-    """Input columns a mechanism spec reads (a profile reads one id column)."""
-    return len(m["lo"]) if isinstance(m.get("lo"), list) else 1
-
-
 def with_names(cfg, columns):
-    """A copy of ``cfg`` whose readings hold ``columns`` in order ("inputs").
-
-    One mechanism: it reads all of them, as its channel names. Several: each
-    reads the columns its own ``names`` list, which must be among ``columns``.
-    """
+    """A copy of ``cfg`` whose readings hold the channels ``columns`` in
+    order ("inputs"). The mechanisms' names never change (they are part of
+    the config id): each mechanism's names must be among ``columns``."""
+    columns = list(columns)
     out = json.loads(json.dumps(cfg))
-    mechs = out["mechanisms"]
-    if len(mechs) == 1:
-        d = _channels(mechs[0])
-        if d != len(columns):
-            raise InputError("config has %d channels but %d columns were given" % (d, len(columns)))
-        mechs[0]["names"] = list(columns)
-    else:
-        for i, m in enumerate(mechs):
-            missing = [c for c in m.get("names") or [] if c not in columns]
-            if not m.get("names") or missing:
-                raise InputError("mechanism %d (%s) reads columns %s; --columns must name them"
-                                 % (i, m.get("kind"), m.get("names")))
-    out["inputs"] = list(columns)
+    for i, m in enumerate(out["mechanisms"]):
+        missing = [c for c in m.get("names") or [] if c not in columns]
+        if not m.get("names") or missing:
+            raise InputError("mechanism %d (%s) reads channels %s; the readings hold %s"
+                             % (i, m.get("kind"), m.get("names"), ", ".join(map(str, columns))))
+    out["inputs"] = columns
     return out
 
 

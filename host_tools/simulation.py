@@ -14,8 +14,9 @@ import os
 import numpy as np
 
 from edgesynth.agent.errors import BudgetError, ConfigError, SealedError
+from edgesynth.channels import channel_names, column_map
 from edgesynth.config import load_config
-from edgesynth.data.tables import as_table, pick
+from edgesynth.data.tables import as_table, column_names, pick
 from edgesynth.errors import InputError
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
@@ -29,21 +30,6 @@ from edgesynth.runtimes.windows import simulate_windows as run_windows
 MAX_U32 = 2 ** 32 - 1
 
 
-def config_columns(cfg):
-    """The columns a device of ``cfg`` reads, in order: its one mechanism's
-    channel names, or the inputs of a combined config (each mechanism's
-    names, first seen first)."""
-    if cfg.get("inputs"):
-        return list(cfg["inputs"])
-    mechs = cfg["mechanisms"]
-    out = []
-    for m in mechs:
-        for n in m.get("names") or []:
-            if n not in out:
-                out.append(n)
-    return out
-
-
 def _config(cfg):
     if isinstance(cfg, (str, os.PathLike)):
         return load_config(cfg)
@@ -53,13 +39,27 @@ def _config(cfg):
 
 
 def _readings(cfg, data, columns):
-    """(x, columns): the readings as a float64 (n, d) array and the names of
-    its columns, which the device reads in this order."""
-    if columns is not None:
-        columns = [columns] if isinstance(columns, str) else list(columns)
+    """(x, channels): the readings as a float64 (n, d) array whose columns
+    are the config's channels in reading order, fed as ``columns`` maps them
+    (edgesynth.channels.column_map). An array has no column names: its
+    columns are the mapping's data columns in the order given, by default
+    the channels in order."""
+    pairs = column_map(cfg, columns)
+    chans = channel_names(cfg)
+    given = column_names(data)
+    if given is None:
+        x, _ = as_table(data, None, "data")
+        if x.shape[1] != len(chans):
+            raise InputError("data has %d columns for the config's %d channel(s) (%s)"
+                             % (x.shape[1], len(chans), ", ".join(chans)))
     else:
-        columns = config_columns(cfg) or None
-    return as_table(data, columns, "data")
+        missing = [c for c, _ in pairs if c not in given]
+        if missing:
+            raise InputError("data has no column %r (its columns: %s); the config's channels are %s: map "
+                             "data columns onto them with --columns" % (missing[0], ", ".join(given), ", ".join(chans)))
+        x, _ = as_table(data, [c for c, _ in pairs], "data")
+    at = {ch: i for i, (_, ch) in enumerate(pairs)}
+    return x[:, [at[ch] for ch in chans]], chans
 
 
 def _hex(text, what):
@@ -196,9 +196,10 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
     """The frame bytes a device of ``cfg`` releases after reading ``data``.
 
     cfg: a config dict (es.plan) or the path of a config file.
-    data: a DataFrame or dict of columns, read by the config's channel names
-        (or by ``columns``), or an array of shape (n, d) whose columns are the
-        channels in order. Readings outside the bounds are clamped.
+    data: a DataFrame or dict of columns, its columns named like the
+        config's channels read (or those ``columns`` maps onto them), or an
+        array of shape (n, d) whose columns are the channels in order.
+        Readings outside the bounds are clamped.
     seed: None draws fresh entropy (private). bytes, a hex string (as
         ``--seed``) or an int in [0, 2**64) make the noise reproducible: NOT
         private, for tests and simulation only.
@@ -207,8 +208,12 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
         bytes, int or "32K"), "native" (the C core through cffi) or "qemu"
         (the C core on an emulated Cortex-M, ``cpu`` "cortex-m4" or
         "cortex-m0plus").
-    columns: names of the data's columns to feed, in channel order; with an
-        array, its column names, which the frame carries as channel names.
+    columns: which data columns feed the channels: a list (by position:
+        columns[i] feeds channel i), a dict {data column: channel} naming
+        every channel once, or a string as --columns ("temp,humid",
+        "temp=a,humid=b"). With an array, they name its columns in the order
+        given. The channel names never change: frames carry the config's
+        names (and config id) whatever the data's columns are called.
     device_id: name carried in the frame (1..64 bytes). epoch, seq: the
         release's numbers, 0..2**32-1.
     key: HMAC key (bytes or hex) to tag the frame; or keyring (a path or
@@ -263,7 +268,7 @@ def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime
     schedule = window_schedule(window, start, end)
     x, cols = _readings(cfg, data, columns)
     if isinstance(times, str):
-        if times in cols:
+        if times in [c for c, _ in column_map(cfg, columns)]:
             raise InputError("--time-column %r is also in --columns" % times)
         times = pick(data, times, "data")
     t = _times(times, x.shape[0])

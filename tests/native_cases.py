@@ -8,7 +8,7 @@ below hi whose x - lo rounds up to the span), float bounds with a padded tree.
 Profile: dense and Feistel-sampled ids, ids outside the domain and the
 universe, counters driven to the cap. Several mechanisms on one device, reading
 their columns in another order than the input's, integer and float paths.
-Mechanisms read columns named c0, c1, ... (the tests' ``with_names``)."""
+Mechanisms read channels named c0, c1, ..."""
 import math
 from fractions import Fraction
 
@@ -42,6 +42,7 @@ def cases(n=3000):
 
     def add(name, cfg, integral, seed, key):
         m = cfg["mechanisms"][0]
+        m["names"] = ["c%d" % i for i in range(len(m["lo"]))]
         out.append((name, cfg, _data(rng, n, m["lo"], m["hi"], integral), seed, key))
 
     add("d1-cms-j1-int", privhp_config(d=1, r=10, k=8, w=64, j=1, lo=[0], hi=[1000]), True,

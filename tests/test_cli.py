@@ -29,7 +29,8 @@ def data_csv(tmp_path):
 
 def test_round_trip(tmp_path, data_csv):
     cfg, rel, gen, syn = (tmp_path / n for n in ("device.json", "rel.msgpack", "gen.msgpack", "syn.csv"))
-    code, out, _ = run("plan", "--bounds", "0:100,0:40", "--epsilon", "1", "--ram", "32K", "-o", cfg)
+    code, out, _ = run("plan", "--bounds", "0:100,0:40", "--epsilon", "1", "--ram", "32K", "--names", "temp,hum",
+                       "-o", cfg)
     assert code == 0 and "wrote" in out
     code, out, err = run("simulate", "--config", cfg, "--input", data_csv, "--columns", "temp,hum",
                          "--seed", "00ff", "--device-id", "s1", "-o", rel)

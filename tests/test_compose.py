@@ -65,5 +65,5 @@ def test_assemble_picks_a_mechanism(combo, tmp_path):
     assert assemble([rel], "cdf").summary()["mechanism"] == "cdf"
     assert assemble([rel], "profile").summary()["ids"] == 300
     assert assemble([rel], "privhp").summary()["mechanism"] == "privhp"
-    with pytest.raises(InputError, match="reads columns"):
+    with pytest.raises(InputError, match="reads channels"):
         simulate(combo, _data()[:, :2], ["a", "b"], seed=b"x" * 16)

@@ -93,7 +93,7 @@ def test_qemu_core_refuses_a_bad_device_id(qemu, tmp_path):
     import numpy as np
 
     from edgesynth.runtimes.qemu import build_harness, run_elf
-    cfg = with_names(privhp_config(d=1, r=4, k=2, w=16, j=1, lo=[0], hi=[10]), ["c0"])
+    cfg = with_names(privhp_config(d=1, r=4, k=2, w=16, j=1, lo=[0], hi=[10]), ["x0"])
     elf = build_harness(cfg, "cortex-m4", str(tmp_path), b"x", "dev\nack", 0, 0, None, False)
     (tmp_path / "in.bin").write_bytes(np.zeros(3, dtype="<i4").tobytes())
     status, log = run_elf(elf, "cortex-m4", str(tmp_path))
@@ -112,7 +112,7 @@ def test_qemu_without_seed_seeds_from_the_board_through_the_health_tests(qemu, m
 
     import edgesynth.firmware_shims.entropy
     from edgesynth.runtimes.qemu import ENTROPY_FILE_BYTES, run_qemu
-    cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["c0"])
+    cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["x0"])
     data = np.arange(40).reshape(40, 1) % 11
     board = b"".join(hashlib.sha256(b"board %d" % i).digest() for i in range(2))[:ENTROPY_FILE_BYTES]
     monkeypatch.setattr(edgesynth.firmware_shims.entropy, "gather", lambda: (board[:48], board[48:]))
@@ -222,7 +222,9 @@ def test_header_comments_cannot_be_escaped(tmp_path):
     """Column names and the config's file name land in C comments: a line
     splice, a trigraph or a comment end must not let them into the code."""
     from edgesynth.targets.firmware import config_header
-    cfg = with_names(privhp_config(d=2, r=8, k=4, w=16, j=1, lo=[0, 0], hi=[9, 9]), ["a*\\\n/ + 5 /*", "b??/"])
+    cfg = privhp_config(d=2, r=8, k=4, w=16, j=1, lo=[0, 0], hi=[9, 9])
+    names = cfg["mechanisms"][0]["names"] = ["a*\\\n/ + 5 /*", "b??/"]
+    cfg = with_names(cfg, names)
     header = config_header(cfg, source="x */ int leaked = 1; /*")
     exe = _gcc(tmp_path, header, '#include "es_config.h"\ntypedef char two[ES_CFG_INPUTS == 2 ? 1 : -1];\n'
                "extern int leaked;\nint main(void) { return (int)sizeof(two) - 1; }\n",

@@ -12,7 +12,7 @@ from edgesynth.runtimes.simulate import RUNTIMES, simulate
 from tests.conftest import privhp_config
 
 CFG = privhp_config(d=2, r=8, k=8, w=32, j=1, lo=[0, 0], hi=[100, 100])
-COLUMNS = ["a", "b"]
+COLUMNS = ["x0", "x1"]   # the config's channel names
 DATA = np.floor(np.random.default_rng(11).uniform(0, 100, (200, 2)))
 SEED = b"fresh-entropy-test"
 TOOLS = {"micropython": ("micropython",), "qemu": ("arm-none-eabi-gcc", "qemu-system-arm")}

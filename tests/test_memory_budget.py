@@ -26,8 +26,8 @@ def test_plan_runs_in_its_ram(ram, sketch):
     cfg = plan_privhp([0, 0], [4096, 4096], Fraction(1), ram, sketch=sketch, hash_seed="budget")
     assert cfg["plan"]["expected_peak_bytes"] <= ram
     data = np.random.default_rng(0).integers(0, 4096, size=(2000, 2)).astype(float)
-    frame = simulate(cfg, data, ["a", "b"], runtime="micropython", heap=ram, seed=b"budget-seed-0000")
-    assert frame == simulate(cfg, data, ["a", "b"], runtime="cpython", seed=b"budget-seed-0000")
+    frame = simulate(cfg, data, ["x0", "x1"], runtime="micropython", heap=ram, seed=b"budget-seed-0000")
+    assert frame == simulate(cfg, data, ["x0", "x1"], runtime="cpython", seed=b"budget-seed-0000")
     assert len(list(iter_frames(frame))) == 1
 
 
@@ -40,7 +40,7 @@ def test_too_small_heap_says_what_it_needs():
     cfg = plan_privhp([0, 0], [4096, 4096], Fraction(1), 64 * 1024, hash_seed="budget")
     data = np.zeros((100, 2))
     with pytest.raises(InputError, match=r"needs a \d+-byte heap, the device has 32768"):
-        simulate(cfg, data, ["a", "b"], runtime="micropython", heap=32 * 1024)
+        simulate(cfg, data, ["x0", "x1"], runtime="micropython", heap=32 * 1024)
 
 
 def test_the_runtime_loads_the_bundle_whatever_the_working_directory(tmp_path, monkeypatch):
@@ -54,5 +54,5 @@ def test_the_runtime_loads_the_bundle_whatever_the_working_directory(tmp_path, m
     monkeypatch.chdir(tmp_path)
     cfg = plan_privhp([0, 0], [4096, 4096], Fraction(1), 32 * 1024, hash_seed="budget")
     data = np.random.default_rng(0).integers(0, 4096, size=(200, 2)).astype(float)
-    frame = simulate(cfg, data, ["a", "b"], runtime="micropython", heap=32 * 1024, seed=b"budget-seed-0000")
-    assert frame == simulate(cfg, data, ["a", "b"], runtime="cpython", seed=b"budget-seed-0000")
+    frame = simulate(cfg, data, ["x0", "x1"], runtime="micropython", heap=32 * 1024, seed=b"budget-seed-0000")
+    assert frame == simulate(cfg, data, ["x0", "x1"], runtime="cpython", seed=b"budget-seed-0000")

@@ -268,7 +268,7 @@ def test_every_runtime_refuses_a_bad_device_id_alike():
     cpython, native and qemu runtimes; the qemu run is refused before any build."""
     from edgesynth.errors import InputError
     from edgesynth.runtimes.qemu import run_qemu
-    cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["c0"])
+    cfg = with_names(privhp_config(d=1, r=6, k=4, w=16, j=1, lo=[0], hi=[10]), ["x0"])
     data = np.zeros((3, 1), dtype=np.int64)
     for dev in ("", "a" * 65, "dev\nack x stored", "a/b", "caf\u00e9"):
         msgs = set()
