@@ -53,6 +53,7 @@ _LAZY = {
     "write": ("edgesynth.data.writers", "write"),
     "evaluate": ("edgesynth.evaluation.scoring", "evaluate"),
     "synthesize": ("edgesynth.pipeline", "synthesize"),
+    "report": ("edgesynth.evaluation.report", "report"),
     "Keyring": ("edgesynth.fleet.keys", "Keyring"),
     "load_keyring": ("edgesynth.fleet.keys", "load"),
     "new_key": ("edgesynth.fleet.keys", "new_key"),
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.config import load_config, write_config
     from edgesynth.data.writers import write
     from edgesynth.demo import run_demo
+    from edgesynth.evaluation.report import report
     from edgesynth.evaluation.scoring import evaluate
     from edgesynth.fleet.keys import Keyring, new_key, write_credentials
     from edgesynth.fleet.keys import load as load_keyring
@@ -83,7 +85,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
 __all__ = [
     "plan", "combine", "load_config", "write_config",
     "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
-    "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize",
+    "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize", "report",
     "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "ingest", "migrate",
     "docs_path", "docs_topics", "run_demo",
     "EdgesynthError", "InputError", "FrameError", "MergeError", "StoreError", "IngestStopped",

@@ -26,6 +26,7 @@ from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.channels import column_map, parse_columns
 from edgesynth.data.csvio import read_columns
 from edgesynth.errors import EdgesynthError, InputError
+from edgesynth.evaluation.table import rows as utility_rows
 from edgesynth.fleet.ingest import shown
 from edgesynth.manual import docs_dir, docs_title
 from edgesynth.outputs import atomic_output, write_bytes, write_text
@@ -485,12 +486,8 @@ def _print_report(report, err=False):
     t.add_column("metric")
     t.add_column("synthetic", justify="right")
     t.add_column("uniform baseline", justify="right")
-    syn, base = report["synthetic"], report["baseline"]
-    for s, b in zip(syn["channels"], base["channels"]):
-        t.add_row("W1 %s (data units)" % s["name"], "%.4g" % s["w1"], "%.4g" % b["w1"])
-    t.add_row("joint W1 (normalised, l-inf; floor %.3g)" % report["w1_joint_floor"],
-              "%.4g" % syn["w1_joint"], "%.4g" % base["w1_joint"])
-    t.add_row("range-query error", "%.4g" % syn["range_query_error"], "%.4g" % base["range_query_error"])
+    for row in utility_rows(report):  # the report's rows (edgesynth.evaluation.table)
+        t.add_row(*row)
     Console(stderr=err).print(t)
 
 
@@ -551,6 +548,69 @@ def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed,
         _print_report(report, err=err)
         click.echo("note: these figures compare with the real rows: they are NOT private; keep them to yourself, "
                    "do not publish them", err=True)
+
+
+# ------------------------------------------------------------------- report
+@main.command()
+@click.option("--real", required=True, type=click.Path(dir_okay=False), help="CSV of the real rows.")
+@click.option("--synthetic", required=True, type=click.Path(dir_okay=False), help="CSV of synthetic rows.")
+@click.option("--columns", required=True, help="Columns to compare, comma separated.")
+@click.option("--bounds", default=None, help="Public bounds LO:HI[,...], marked on the axes (default: those of "
+                                            "--config or --generator, else the range of both files, unmarked).")
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="Device config from `plan`: bounds, epsilon and device size for the title.")
+@click.option("--generator", "generator_path", default=None, type=click.Path(dir_okay=False),
+              help="Generator file from `assemble`: bounds and epsilon for the title.")
+@click.option("--epsilon", default=None, help="Epsilon for the title (default: from --config or --generator).")
+@click.option("--ram", default=None, help="Device size for the title, e.g. 64K (default: from --config).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed for evaluate's subsampling and queries.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="report.html (a self-contained page) or report.png (one image).")
+def report(real, synthetic, columns, bounds, config_path, generator_path, epsilon, ram, seed, output):
+    """Pictures and figures of synthetic rows against real ones.
+
+    Per column: histograms and CDFs of both with a difference panel, zoomed to
+    where the data are, bounds marked. Per pair of columns: 2-D histograms,
+    real | synthetic. And the figures of `evaluate`. The report reads the real
+    rows: it is NOT private.
+    """
+    if config_path and generator_path:
+        raise InputError("pass --config or --generator, not both")
+    cols = _columns(columns)
+    known = {}
+    if config_path:
+        cfg = es.load_config(config_path)
+        m = cfg["mechanisms"][0]
+        known = {"epsilon": cfg["plan"].get("epsilon"), "ram": cfg["plan"].get("ram_bytes"),
+                 "lo": m.get("lo"), "hi": m.get("hi")}
+    elif generator_path:
+        s = es.load(generator_path).summary()
+        known = {"epsilon": s.get("epsilon"), "lo": s.get("lo"), "hi": s.get("hi")}
+    if bounds is None and known.get("lo") is not None:
+        if len(known["lo"]) != len(cols):
+            raise InputError("%s has %d channels, --columns %d" % (config_path or generator_path, len(known["lo"]),
+                                                                   len(cols)))
+        bounds = list(zip(known["lo"], known["hi"]))
+    x = read_columns(real, cols)
+    y = read_columns(synthetic, cols)
+    eps = epsilon or known.get("epsilon")
+    size = parse_size(ram, "--ram") if ram else known.get("ram")
+    extra = ", ".join(([] if eps is None else ["epsilon %s" % eps]) + ([] if not size else [_size(size) + " device"]))
+    with _Bar("report", total=0) as bar:
+        es.report(x, y, cols, bounds=bounds, path=output, seed=seed, progress=bar.update,
+                  title="edgesynth report: real vs synthetic" + (" (%s)" % extra if extra else ""))
+    click.echo("wrote %s: %d column(s), %d pair(s), %d real and %d synthetic rows"
+               % (output, len(cols), len(cols) * (len(cols) - 1) // 2, len(x), len(y)))
+    click.echo("note: the report reads the real rows: it is NOT private; keep it to yourself, do not publish it",
+               err=True)
+
+
+def _size(nbytes):
+    """'64 KiB', '16 MiB' or '1000 B'."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return "%d %s" % (nbytes // scale, unit)
+    return "%d B" % nbytes
 
 
 # ------------------------------------------------------------------ inspect

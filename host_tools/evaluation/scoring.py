@@ -8,8 +8,9 @@ from edgesynth.errors import EvaluationInputError, InputError
 from edgesynth.evaluation.metrics import utility_report
 
 
-def _box(bounds, columns, x, y):
-    """(lo, hi) float arrays of the normalising box."""
+def box(bounds, columns, x, y):
+    """(lo, hi) float arrays of the normalising box of ``columns`` (bounds as
+    in evaluate; None: the range of both data sets ``x`` and ``y``)."""
     if bounds is None:  # the range of both data sets, as `edgesynth evaluate` without --bounds
         both = np.vstack([x, y])
         lo, hi = both.min(axis=0), both.max(axis=0)
@@ -65,7 +66,7 @@ def evaluate(real, synthetic, columns=None, bounds=None, seed=0, *, progress=Non
     if len(x) < 2 or not len(y):
         raise EvaluationInputError("evaluate needs at least 2 real rows and 1 synthetic row, got %d and %d"
                                    % (len(x), len(y)))
-    lo, hi = _box(bounds, names, x, y)
+    lo, hi = box(bounds, names, x, y)
     try:
         rng = np.random.default_rng(seed)
     except (TypeError, ValueError) as e:
