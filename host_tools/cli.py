@@ -25,6 +25,8 @@ from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.channels import column_map, parse_columns
 from edgesynth.data.csvio import read_columns
+from edgesynth.data.files import read_table
+from edgesynth.data.tables import MISSING_RULES
 from edgesynth.errors import EdgesynthError, InputError
 from edgesynth.evaluation.table import rows as utility_rows
 from edgesynth.fleet.ingest import shown
@@ -132,6 +134,26 @@ def _columns(text):
         raise InputError("--columns here names columns, comma separated; FILE=CHANNEL maps a file's columns "
                          "onto a config's channels in `simulate`")
     return cols
+
+
+def _reading_options(command):
+    """--missing and --delimiter, for the commands that read data files."""
+    command = click.option(
+        "--delimiter", default=None,
+        help="CSV delimiter, one character (tab: '\\t'); default: the one of , ; tab | found most often in "
+             "the header line.")(command)
+    return click.option(
+        "--missing", default="skip", show_default=True, type=click.Choice(MISSING_RULES),
+        help="A row with a missing value (empty, NA, N/A, n/a, #N/A, NaN, nan, NULL, null, None, ?; in Parquet "
+             "null or NaN) in a column used: skip it and count it, or stop with an error naming its line.")(command)
+
+
+def _skipped(table):
+    """' (N of M rows skipped: missing value)' when rows were skipped, else ''."""
+    if not table.skipped:
+        return ""
+    return " (%s of %s rows skipped: missing value)" % (format(table.skipped, ","),
+                                                         format(table.skipped + len(table.data), ","))
 
 
 def _echo_json(obj):
@@ -267,7 +289,8 @@ def combine(configs, output):
 @main.command()
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="Device config from `plan`.")
-@click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False), help="CSV with a header row.")
+@click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="CSV with a header row, Parquet if it ends in .parquet, '-' for stdin.")
 @click.option("--columns", default=None,
               help="The file's columns that feed the config's channels: by position (temp,humid: temp feeds the "
                    "first channel) or FILE=CHANNEL (temp=a,humid=b, every channel once). Default: the columns "
@@ -305,7 +328,8 @@ def combine(configs, output):
               help="Keyring from `keys new`: tag frames with the key of --device-id.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Frame file to write.")
 def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_id, epoch, seq, time_column, window,
-             start, end, key_hex, keyring, output):
+             start, end, key_hex, keyring, output, missing, delimiter):
+@_reading_options
     """Run the device agent over a CSV on this machine and write its release frame(s).
 
     Without --window every row goes into one release. With --time-column,
@@ -329,10 +353,12 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
         schedule = es.window_schedule(window, start, end)
         parse = {time_column: lambda cell: schedule.check(es.parse_time(cell))}
         # a device that saw nothing in the schedule still releases every window
-        table = read_columns(input_path, cols + [time_column], parsers=parse, allow_empty=True)
-        data, times = table[:, :-1], table[:, -1]
+        table = read_table(input_path, cols + [time_column], missing=missing, delimiter=delimiter, parsers=parse,
+                           allow_empty=True)
+        data, times = table.data[:, :-1], table.data[:, -1]
     else:
-        data = read_columns(input_path, cols)
+        table = read_table(input_path, cols, missing=missing, delimiter=delimiter)
+        data = table.data
     outside = es.outside_fraction(cfg, data, mapping)
     run = dict(runtime=runtime, columns=mapping, device_id=device_id, seq=seq, key=key_hex or None, keyring=keyring,
                heap=heap, cpu=cpu)
@@ -351,7 +377,8 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     size = "%d-byte frame" % len(frames[0][1]) if window is None else \
         "%d frames (windows %d..%d of %d s), %d bytes" % (len(frames), frames[0][0], frames[-1][0], window,
                                                           sum(len(f) for _, f in frames))
-    click.echo("wrote %s: %d readings, %s%s" % (output, len(data), size, ", tagged" if key_hex or keyring else ""))
+    click.echo("wrote %s: %d readings%s, %s%s" % (output, len(data), _skipped(table), size,
+                                                 ", tagged" if key_hex or keyring else ""))
 
 
 # ----------------------------------------------------------------- firmware
@@ -460,18 +487,26 @@ def sample(generator, count, seed, output):
 
 # ----------------------------------------------------------------- evaluate
 @main.command()
-@click.option("--real", required=True, type=click.Path(dir_okay=False), help="CSV of the real readings.")
-@click.option("--synthetic", required=True, type=click.Path(dir_okay=False), help="CSV of synthetic rows.")
+@click.option("--real", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The real readings: CSV, Parquet if it ends in .parquet, '-' for stdin.")
+@click.option("--synthetic", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The synthetic rows: CSV, Parquet if it ends in .parquet, '-' for stdin.")
 @click.option("--columns", required=True, help="Columns to compare, comma separated.")
 @click.option("--bounds", default=None, help="Box LO:HI[,...] for normalising (default: the range of both files).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for subsampling and random queries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def evaluate(real, synthetic, columns, bounds, seed, as_json):
+@_reading_options
+def evaluate(real, synthetic, columns, bounds, seed, as_json, missing, delimiter):
     """Compare synthetic rows with real ones (W1 per channel, joint W1, range queries)
     beside a uniform baseline."""
     cols = _columns(columns)
-    x = read_columns(real, cols)
-    y = read_columns(synthetic, cols)
+    if real == synthetic == "-":
+        raise InputError("--real and --synthetic cannot both be - (stdin)")
+    tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
+    for t in tables:
+        if t.skipped:
+            click.echo("note: %s:%s" % (t.source, _skipped(t)), err=True)
+    x, y = (t.data for t in tables)
     with _Bar("evaluate", total=0) as bar:
         report = es.evaluate(x, y, cols, bounds=bounds or None, seed=seed, progress=bar.update)
     if as_json:

@@ -65,8 +65,9 @@ def test_seeded_simulation_is_reproducible(tmp_path, data_csv):
 
 @pytest.mark.parametrize("content,needle", [
     ("temp,hum\n1,2\n3\n", "line 3 has 1 fields"),
-    ("temp,hum\n1,abc\n", "line 2, column 'hum': 'abc' is not a number"),
-    ("temp,hum\n1,nan\n", "not finite"),
+    ("temp,hum\n1,abc\n", "line 2, column 'hum': 'abc' is not a plain decimal number"),
+    ("temp,hum\n1,inf\n", "line 2, column 'hum': 'inf' is not a plain decimal number"),
+    ("temp,hum\n1,nan\n", "no data rows (1 skipped for a missing value)"),   # nan is a missing value
     ("temp,other\n1,2\n", "no column 'hum'"),
     ("", "empty"),
     ("temp,hum\n", "no data rows"),
