@@ -40,6 +40,7 @@ _LAZY = {
     "combine": ("edgesynth.planning", "combine"),
     "load_config": ("edgesynth.config", "load_config"),
     "write_config": ("edgesynth.config", "write_config"),
+    "read": ("edgesynth.data.files", "read"),
     "simulate": ("edgesynth.simulation", "simulate"),
     "simulate_windows": ("edgesynth.simulation", "simulate_windows"),
     "window_schedule": ("edgesynth.simulation", "window_schedule"),
@@ -68,6 +69,7 @@ _LAZY = {
 
 if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_imports.py
     from edgesynth.config import load_config, write_config
+    from edgesynth.data.files import read
     from edgesynth.data.writers import write
     from edgesynth.demo import run_demo
     from edgesynth.evaluation.report import report
@@ -84,7 +86,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
 
 __all__ = [
     "plan", "combine", "load_config", "write_config",
-    "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
+    "read", "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
     "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize", "report",
     "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "ingest", "migrate",
     "docs_path", "docs_topics", "run_demo",

@@ -34,11 +34,8 @@ import sys
 from collections import namedtuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pcsv
 
-from edgesynth.data.tables import Table, check_missing, complete_rows
+from edgesynth.data.tables import Table, check_missing, complete_rows, to_frame, to_table
 from edgesynth.errors import InputError
 
 NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
@@ -49,9 +46,18 @@ MAX_LINE = 1 << 24    # bytes in one physical line, so that a file without newli
 CHUNK = 1 << 20       # bytes read at a time
 BATCH = 1 << 16       # records checked and converted at a time
 STDIN = "<stdin>"
-_MISSING = pa.array(MISSING)
 _NEWLINES = re.compile(rb"\r\n|\r|\n")
 _TEXT_NEWLINES = re.compile(r"\r\n|\r|\n")
+
+
+def _arrow():
+    """pyarrow with its compute and csv modules, imported on first use: the
+    commands that read no data (and `edgesynth --help`) need not pay the
+    ~0.3 s (and pandas, which pyarrow's array constructor imports)."""
+    import pyarrow
+    import pyarrow.compute
+    import pyarrow.csv  # noqa: F401 (pyarrow.csv.read_csv below)
+    return pyarrow
 
 
 def read_table(source, columns=None, *, missing="skip", delimiter=None, parsers=None, allow_empty=False,
@@ -98,6 +104,26 @@ def read_table(source, columns=None, *, missing="skip", delimiter=None, parsers=
         if label != STDIN:
             fh.close()
     return _finish(table, allow_empty)
+
+
+def read(source, columns=None, *, missing="skip", delimiter=None):
+    """The numeric ``columns`` of a CSV or Parquet file as a pandas
+    DataFrame (float64), as `edgesynth simulate --input` reads them.
+
+    source: a path (``.parquet``: Parquet), "-" for stdin, or a DataFrame
+        or dict of columns (then NaN, None and pandas.NA are the missing
+        values). columns, missing, delimiter: as in read_table.
+
+    ``df.attrs["skipped_rows"]`` is the number of rows left out for a
+    missing value (with ``missing="skip"``); nothing is printed.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        table = read_table(source, columns, missing=missing, delimiter=delimiter)
+    else:
+        table = to_table(source, columns, "data", missing=missing)
+    frame = to_frame(table.data, table.names)
+    frame.attrs["skipped_rows"] = table.skipped
+    return frame
 
 
 def _finish(table, allow_empty):
@@ -159,9 +185,10 @@ def _check_delimiter(delimiter):
     return delimiter
 
 
-def _header(names, columns, label):
+def _header(names, columns, label, delimiter=None):
     """The indices of ``columns`` in the header ``names`` (every named
-    column when ``columns`` is None) and the columns."""
+    column when ``columns`` is None) and the columns. ``delimiter``: the
+    CSV delimiter used, named when a column is not found."""
     if columns is None:
         columns = [n for n in names if n]
         if not columns:
@@ -169,7 +196,8 @@ def _header(names, columns, label):
     idx = []
     for c in columns:
         if c not in names:
-            raise InputError("%s: no column %r (columns: %s)" % (label, c, ", ".join(names)))
+            split = " split at %r" % delimiter if delimiter else ""
+            raise InputError("%s: no column %r (columns%s: %s)" % (label, c, split, ", ".join(names)))
         if names.count(c) > 1:
             raise InputError("%s: column %r appears %d times in the header" % (label, c, names.count(c)))
         idx.append(names.index(c))
@@ -189,7 +217,7 @@ def _read_csv(fh, head, label, columns, missing, delimiter, parsers, progress):
     if header is None:
         raise InputError("%s: file is empty" % label)
     names = [h.strip() for h in header]
-    idx, columns = _header(names, columns, label)
+    idx, columns = _header(names, columns, label, delimiter)
     for c in parsers:
         if c not in columns:
             raise InputError("%s: a parser for %r, which is not read" % (label, c))
@@ -225,15 +253,16 @@ class _Redo(Exception):
 def _fast(text, spec):
     """(rows, skipped) of a block of whole records without quotes, split by
     pyarrow; _Redo on any fault."""
+    pa = _arrow()
     keys = ["c%d" % i for i in range(spec.width)]
     used = [keys[i] for i in spec.idx]
     data = text.encode()
     try:
-        table = pcsv.read_csv(
+        table = pa.csv.read_csv(
             io.BytesIO(data),
-            read_options=pcsv.ReadOptions(column_names=keys, block_size=len(data) + 1),
-            parse_options=pcsv.ParseOptions(delimiter=spec.delimiter, quote_char=False),
-            convert_options=pcsv.ConvertOptions(column_types={k: pa.string() for k in used}, include_columns=used,
+            read_options=pa.csv.ReadOptions(column_names=keys, block_size=len(data) + 1),
+            parse_options=pa.csv.ParseOptions(delimiter=spec.delimiter, quote_char=False),
+            convert_options=pa.csv.ConvertOptions(column_types={k: pa.string() for k in used}, include_columns=used,
                                                 strings_can_be_null=False))
     except pa.ArrowInvalid:
         raise _Redo()
@@ -244,6 +273,7 @@ def _records(blocks, base, spec):
     """(rows, skipped) of each batch of the records in ``blocks`` ((line
     base, text) pairs of consecutive lines, the first after line ``base``),
     split by the csv module, which knows each record's line."""
+    pa = _arrow()
     lines = itertools.chain.from_iterable(io.StringIO(text, newline="") for _, text in blocks)
     reader = csv.reader(lines, delimiter=spec.delimiter, strict=True)
     try:
@@ -276,28 +306,30 @@ def _values(columns, lines, spec):
     are ``columns`` (a pyarrow string array per used column), without those
     with a missing value. The first fault, by line, is an InputError naming
     it, or _Redo when ``lines`` is None."""
+    pa = _arrow()
     n = len(columns[0]) if columns else 0
     cols, gaps, faults = [], [], []
     for c, raw in zip(spec.columns, columns):
-        cells = pc.ascii_trim(raw, " \t")
+        cells = pa.compute.ascii_trim(raw, " \t")
         if c in spec.parsers:
-            gap = pc.is_in(cells, value_set=_MISSING).to_numpy(zero_copy_only=False)
+            gap = pa.compute.is_in(cells, value_set=pa.array(MISSING)).to_numpy(zero_copy_only=False)
             vals = _parse(cells, gap, spec.parsers[c], lines, c, spec.label)
             ok, wrong = ~gap, np.zeros(n, bool)
         else:
-            ok = pc.match_substring_regex(cells, NUMBER).to_numpy(zero_copy_only=False)
+            ok = pa.compute.match_substring_regex(cells, NUMBER).to_numpy(zero_copy_only=False)
             gap = np.zeros(n, bool)
             if not ok.all():  # only cells that are not numbers can be missing
-                gap[~ok] = pc.is_in(cells.filter(pa.array(~ok)), value_set=_MISSING).to_numpy(zero_copy_only=False)
+                others = cells.filter(pa.array(~ok))
+                gap[~ok] = pa.compute.is_in(others, value_set=pa.array(MISSING)).to_numpy(zero_copy_only=False)
             vals = np.full(n, np.nan)
-            vals[ok] = pc.cast(cells.filter(pa.array(ok)), pa.float64()).to_numpy(zero_copy_only=False)
+            vals[ok] = pa.compute.cast(cells.filter(pa.array(ok)), pa.float64()).to_numpy(zero_copy_only=False)
             wrong = ~(ok | gap) | np.isinf(vals)  # 1e999 is plain, but no float holds it
         fault = wrong | gap if spec.missing == "error" else wrong
         if fault.any():
             if lines is None:
                 raise _Redo()
             j = int(np.argmax(fault))
-            why = ("missing value %r (--missing error)" if gap[j] else "%r is not a finite number" if ok[j]
+            why = ("missing value %r" if gap[j] else "%r is not a finite number" if ok[j]
                    else "%r is not a plain decimal number") % cells[j].as_py()
             faults.append((j, "%s: line %d, column %r: %s" % (spec.label, lines[j], c, why)))
         cols.append(vals)
@@ -340,7 +372,7 @@ def _drop_blank(batch, lines, spec):
 # ------------------------------------------------------------------ Parquet
 def _read_parquet(source, label, columns, missing, parsers, allow_empty, progress):
     import pyarrow.parquet as pq  # only Parquet input needs it
-
+    pa = _arrow()
     try:
         pf = pq.ParquetFile(source)
         names = pf.schema_arrow.names
@@ -356,7 +388,7 @@ def _read_parquet(source, label, columns, missing, parsers, allow_empty, progres
         if c in parsers and not _is_number(col.type):
             cols.append(_parquet_parsed(col, parsers[c], label, c))
         elif _is_number(col.type):
-            cols.append(pc.cast(col, pa.float64()).to_numpy())  # null -> NaN
+            cols.append(pa.compute.cast(col, pa.float64()).to_numpy())  # null -> NaN
         else:
             raise InputError("%s: column %r is %s, not numeric" % (label, c, col.type))
     x = np.column_stack(cols) if cols else np.empty((table.num_rows, 0))
@@ -365,14 +397,16 @@ def _read_parquet(source, label, columns, missing, parsers, allow_empty, progres
 
 
 def _is_number(t):
+    pa = _arrow()
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 def _parquet_parsed(col, parser, label, column):
     """A column the caller parses (e.g. timestamps), NaN where null: each
     value goes to ``parser`` as text, a timestamp as Unix seconds."""
+    pa = _arrow()
     if pa.types.is_timestamp(col.type):
-        t = pc.cast(col, pa.timestamp("ns")).to_numpy(zero_copy_only=False)
+        t = pa.compute.cast(col, pa.timestamp("ns")).to_numpy(zero_copy_only=False)
         texts = [None if np.isnat(v) else repr(int(v.astype(np.int64)) / 1e9) for v in t]
     else:
         texts = col.to_pylist()
