@@ -24,7 +24,6 @@ from edgesynth.agent.cdf.build import MAX_BINS
 from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.channels import column_map, parse_columns
-from edgesynth.data.csvio import read_columns
 from edgesynth.data.files import read_table
 from edgesynth.data.tables import MISSING_RULES
 from edgesynth.errors import EdgesynthError, InputError
@@ -327,9 +326,9 @@ def combine(configs, output):
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring from `keys new`: tag frames with the key of --device-id.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Frame file to write.")
+@_reading_options
 def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_id, epoch, seq, time_column, window,
              start, end, key_hex, keyring, output, missing, delimiter):
-@_reading_options
     """Run the device agent over a CSV on this machine and write its release frame(s).
 
     Without --window every row goes into one release. With --time-column,
@@ -528,7 +527,7 @@ def _print_report(report, err=False):
 
 # --------------------------------------------------------------- synthesize
 @main.command()
-@click.argument("data", type=click.Path(dir_okay=False))
+@click.argument("data", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--columns", required=True, help="Columns to use, comma separated; they name the output's columns.")
 @click.option("--bounds", required=True, help="Public range LO:HI[,LO:HI...] per column, in --columns order; never "
                                              "read it off the data. Values outside are clamped onto the edge.")
@@ -545,10 +544,13 @@ def _print_report(report, err=False):
 @click.option("--evaluate", "show_utility", is_flag=True,
               help="Also print utility against the real data beside a uniform baseline (NOT private: for your "
                    "eyes only).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Synthetic rows to write: CSV, Parquet if it ends in .parquet, '-' for CSV on stdout.")
-def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed, show_utility, output):
-    """Private synthetic rows from a CSV in one step, with no device.
+@_reading_options
+def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed, show_utility, output, missing,
+               delimiter):
+    """Private synthetic rows from DATA (CSV, Parquet if it ends in .parquet,
+    '-' for stdin) in one step, with no device.
 
     Plans a summary for a host-sized memory budget, runs the device agent's C
     core over the rows (numpy where the core is not built), assembles its
@@ -556,7 +558,8 @@ def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed,
     and nothing is read off the data to choose them.
     """
     cols = _columns(columns)
-    table = read_columns(data, cols)
+    read = read_table(data, cols, missing=missing, delimiter=delimiter)
+    table = read.data
     with _Bar("agent (%s)" % runtime(), total=0) as bar:
         gen, cfg = fit(table, bounds=bounds, epsilon=epsilon, columns=cols, integer=integer or None,
                        seed=seed, ram=ram, n_max=n_max, progress=bar.update)
@@ -573,9 +576,10 @@ def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed,
     if seed is not None:
         click.echo("note: --seed makes the noise reproducible: these rows are NOT private", err=True)
     m, p = cfg["mechanisms"][0], cfg["plan"]
-    click.echo("wrote %s: %d synthetic rows of %s from %d rows; privhp r=%d k=%d w=%d j=%d, %d counter bytes, "
-               "epsilon %s per row" % (output, count, ",".join(gen.names), len(table), m["r"], m["k"], m["w"],
-                                       m["j"], p["counter_bytes"], p["epsilon"]), err=err)
+    click.echo("wrote %s: %d synthetic rows of %s from %d rows%s; privhp r=%d k=%d w=%d j=%d, %d counter bytes, "
+               "epsilon %s per row" % ("stdout" if err else output, count, ",".join(gen.names), len(table),
+                                       _skipped(read), m["r"], m["k"], m["w"], m["j"], p["counter_bytes"],
+                                       p["epsilon"]), err=err)
     if show_utility:
         with _Bar("evaluate", total=0) as bar:
             report = es.evaluate(table, gen.sample_array(count, sample_seed), cols, bounds=cfg,
@@ -587,8 +591,10 @@ def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed,
 
 # ------------------------------------------------------------------- report
 @main.command()
-@click.option("--real", required=True, type=click.Path(dir_okay=False), help="CSV of the real rows.")
-@click.option("--synthetic", required=True, type=click.Path(dir_okay=False), help="CSV of synthetic rows.")
+@click.option("--real", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The real rows: CSV, Parquet if it ends in .parquet, '-' for stdin.")
+@click.option("--synthetic", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The synthetic rows: CSV, Parquet if it ends in .parquet, '-' for stdin.")
 @click.option("--columns", required=True, help="Columns to compare, comma separated.")
 @click.option("--bounds", default=None, help="Public bounds LO:HI[,...], marked on the axes (default: those of "
                                             "--config or --generator, else the range of both files, unmarked).")
@@ -601,7 +607,9 @@ def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed,
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for evaluate's subsampling and queries.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="report.html (a self-contained page) or report.png (one image).")
-def report(real, synthetic, columns, bounds, config_path, generator_path, epsilon, ram, seed, output):
+@_reading_options
+def report(real, synthetic, columns, bounds, config_path, generator_path, epsilon, ram, seed, output, missing,
+           delimiter):
     """Pictures and figures of synthetic rows against real ones.
 
     Per column: histograms and CDFs of both with a difference panel, zoomed to
@@ -626,8 +634,13 @@ def report(real, synthetic, columns, bounds, config_path, generator_path, epsilo
             raise InputError("%s has %d channels, --columns %d" % (config_path or generator_path, len(known["lo"]),
                                                                    len(cols)))
         bounds = list(zip(known["lo"], known["hi"]))
-    x = read_columns(real, cols)
-    y = read_columns(synthetic, cols)
+    if real == synthetic == "-":
+        raise InputError("--real and --synthetic cannot both be - (stdin)")
+    tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
+    for t in tables:
+        if t.skipped:
+            click.echo("note: %s:%s" % (t.source, _skipped(t)), err=True)
+    x, y = (t.data for t in tables)
     eps = epsilon or known.get("epsilon")
     size = parse_size(ram, "--ram") if ram else known.get("ram")
     extra = ", ".join(([] if eps is None else ["epsilon %s" % eps]) + ([] if not size else [_size(size) + " device"]))

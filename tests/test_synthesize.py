@@ -155,7 +155,7 @@ def test_stdout_output_keeps_the_summary_on_stderr(csv, tmp_path):
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert lines[0] == "a,b" and len(lines) == 21 and all(len(x.split(",")) == 2 for x in lines[1:])
-    assert "wrote -: 20 synthetic rows" in r.stderr and "uniform baseline" in r.stderr
+    assert "wrote stdout: 20 synthetic rows" in r.stderr and "uniform baseline" in r.stderr
 
 
 def test_parquet_output(csv, tmp_path):
@@ -163,3 +163,35 @@ def test_parquet_output(csv, tmp_path):
     assert run(csv, "--columns", "a,b", "--bounds", BOUNDS, "--epsilon", 1, "-n", 99, "-o", out).exit_code == 0
     rows = pd.read_parquet(out)
     assert list(rows.columns) == ["a", "b"] and len(rows) == 99
+
+
+def test_integer_columns_give_whole_numbers(tmp_path):
+    data = clear_2d(1500)
+    out = es.synthesize(data, bounds={"a": (0, 110), "other": (0, 9)}, epsilon=1, n=500, integer=["other"], seed=1)
+    assert out["other"].dtype == np.int64 and out["other"].between(0, 9).all()
+    assert out["a"].dtype == np.float64 and (out["a"] != out["a"].round()).any()
+    data.to_csv(tmp_path / "d.csv", index=False)
+    r = run(tmp_path / "d.csv", "--columns", "a,other", "--bounds", "0:110,0:9", "--integer", "other",
+            "--epsilon", 1, "-n", 50, "-o", tmp_path / "o.csv")
+    assert r.exit_code == 0, r.output
+    assert (pd.read_csv(tmp_path / "o.csv")["other"].dtype == np.int64)
+
+
+def test_missing_values_are_skipped_and_counted_or_refused(tmp_path):
+    text = "a;b\n1.5;2\nNA;3\n4;\n" + "".join("%d;%d\n" % (i % 90, i % 80) for i in range(200))
+    (tmp_path / "m.csv").write_text(text)
+    r = run(tmp_path / "m.csv", "--columns", "a,b", "--bounds", BOUNDS, "--epsilon", 1, "-n", 10,
+            "-o", tmp_path / "o.csv")
+    assert r.exit_code == 0, r.output
+    assert "from 201 rows (2 of 203 rows skipped: missing value)" in r.stdout
+    r = run(tmp_path / "m.csv", "--columns", "a,b", "--bounds", BOUNDS, "--epsilon", 1, "-n", 10, "--missing",
+            "error", "-o", tmp_path / "e.csv")
+    assert r.exit_code == 2 and "line 3" in r.output and not (tmp_path / "e.csv").exists()
+
+
+def test_reads_stdin(csv):
+    r = CliRunner().invoke(main, ["synthesize", "-", "--columns", "a,b", "--bounds", BOUNDS, "--epsilon", "1",
+                                  "-n", "5", "-o", "-"], input=csv.read_text())
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == "a,b" and len(r.stdout.splitlines()) == 6
+    assert "from 3000 rows" in r.stderr
