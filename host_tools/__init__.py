@@ -17,7 +17,7 @@ never print. `edgesynth docs api` shows the whole API, `edgesynth docs` lists
 the other pages (privacy, config, trust, the mechanisms).
 
 The public names load on first use (PEP 562 ``__getattr__``): `import
-edgesynth` and `edgesynth --help` stay fast (about 0.1 s), while scipy, POT,
+edgesynth` and `edgesynth --help` stay fast (about 0.1 s), while scipy,
 matplotlib and pandas load only with the functions that need them.
 """
 import importlib

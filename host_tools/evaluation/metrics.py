@@ -23,6 +23,7 @@ Summary of the metrics
                         uniform baseline, as a JSON-serialisable dict.
 """
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 from scipy.stats import wasserstein_distance
 
@@ -246,23 +247,32 @@ def w1_marginal_exact(x, a, b, mass):
 # --------------------------------------------------------------------------
 
 def _ot_w1(p, q):
-    """Exact W1 (Chebyshev ground metric) between two small point sets."""
-    import ot  # POT takes ~0.7 s to import; only pay for it when used
+    """Exact W1 (Chebyshev ground metric) between two point sets of equal size.
+
+    With uniform weights on n points each, some optimal transport plan is a
+    permutation (the extreme points of the transport polytope are permutation
+    matrices, Birkhoff-von Neumann), so W1 is the mean cost of a minimum-cost
+    perfect matching, which scipy's assignment solver finds exactly.
+
+    The solver augments one row of ``p`` at a time; rows drawn from a tight
+    cluster contend for the same few columns and make it several times slower
+    (m = 2000, clustered rows against uniform columns: 5.9 s, the other way
+    round: 1.3 s), so pass the more spread-out set as ``p``.
+    """
     cost = cdist(p, q, "chebyshev")
-    wp = np.full(p.shape[0], 1.0 / p.shape[0])
-    wq = np.full(q.shape[0], 1.0 / q.shape[0])
-    value, log = ot.emd2(wp, wq, cost, numItermax=10_000_000, log=True)
-    if log.get("result_code", 1) != 1:
-        raise RuntimeError(f"optimal transport did not converge: {log.get('warning')}")
-    return float(value)
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].mean())
 
 
 def _w1_subsampled(real, other, rng, m, reps):
+    # Both subsamples have the same size k, so that each solve is a matching;
+    # `other` (synthetic or uniform: at least as spread out as real data) is p.
+    k = min(m, real.shape[0], other.shape[0])
     vals = []
     for _ in range(reps):
-        ir = rng.choice(real.shape[0], size=min(m, real.shape[0]), replace=False)
-        io = rng.choice(other.shape[0], size=min(m, other.shape[0]), replace=False)
-        vals.append(_ot_w1(real[ir], other[io]))
+        ir = rng.choice(real.shape[0], size=k, replace=False)
+        io = rng.choice(other.shape[0], size=k, replace=False)
+        vals.append(_ot_w1(other[io], real[ir]))
     return float(np.mean(vals))
 
 
@@ -279,10 +289,11 @@ def _w1_floor(real, rng, m, reps):
 def w1_joint(real, synth, rng, m=2000, reps=3):
     """Joint W1 with the l-infinity ground metric, by exact OT on subsamples.
 
-    Each repetition draws ``m`` points of ``real`` and ``m`` of ``synth``
-    without replacement (all of them if there are fewer), builds the Chebyshev
-    cost matrix and solves the transport problem exactly (POT ``ot.emd2``,
-    uniform weights). The result is the mean over ``reps`` repetitions.
+    Each repetition draws ``k = min(m, len(real), len(synth))`` points of
+    ``real`` and ``k`` of ``synth`` without replacement, builds the Chebyshev
+    cost matrix and solves the transport problem with uniform weights exactly
+    (as a minimum-cost perfect matching, ``scipy.optimize.linear_sum_assignment``).
+    The result is the mean over ``reps`` repetitions.
 
     The estimate includes subsampling error, so it is reported together with
     its *floor*: the same estimator between two disjoint subsamples of
@@ -299,8 +310,9 @@ def w1_joint(real, synth, rng, m=2000, reps=3):
     rng : numpy.random.Generator or int or None
         Randomness for the subsamples.
     m : int, optional
-        Subsample size (default 2000; the OT solve costs about 0.5 s at
-        m = 2000 and grows like m**2 to m**3).
+        Subsample size (default 2000; one solve at m = 2000 takes about
+        0.3 s for close point sets and 1 to 2 s for distant ones, such as
+        the uniform baseline, and grows like m**2 to m**3).
     reps : int, optional
         Number of repetitions to average (default 3).
 
