@@ -16,7 +16,7 @@ import numpy as np
 from edgesynth.agent.errors import BudgetError, ConfigError, SealedError
 from edgesynth.channels import channel_names, column_map
 from edgesynth.config import load_config
-from edgesynth.data.tables import as_table, column_names, pick
+from edgesynth.data.tables import column_names, complete_rows, numeric, pick
 from edgesynth.errors import InputError
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
@@ -38,28 +38,31 @@ def _config(cfg):
     return cfg
 
 
-def _readings(cfg, data, columns):
-    """(x, channels): the readings as a float64 (n, d) array whose columns
-    are the config's channels in reading order, fed as ``columns`` maps them
-    (edgesynth.channels.column_map). An array has no column names: its
-    columns are the mapping's data columns in the order given, by default
-    the channels in order."""
+def _readings(cfg, data, columns, missing="skip"):
+    """(x, channels, kept): the readings as a float64 (n, d) array whose
+    columns are the config's channels in reading order, fed as ``columns``
+    maps them (edgesynth.channels.column_map), and the mask of ``data``'s
+    rows kept: a row with a missing value is left out or, with ``missing=
+    "error"``, refused (edgesynth.data.tables). An array has no column
+    names: its columns are the mapping's data columns in the order given,
+    by default the channels in order."""
     pairs = column_map(cfg, columns)
     chans = channel_names(cfg)
     given = column_names(data)
     if given is None:
-        x, _ = as_table(data, None, "data")
+        x, names = numeric(data, None, "data")
         if x.shape[1] != len(chans):
             raise InputError("data has %d columns for the config's %d channel(s) (%s)"
                              % (x.shape[1], len(chans), ", ".join(chans)))
     else:
-        missing = [c for c, _ in pairs if c not in given]
-        if missing:
+        absent = [c for c, _ in pairs if c not in given]
+        if absent:
             raise InputError("data has no column %r (its columns: %s); the config's channels are %s: map "
-                             "data columns onto them with --columns" % (missing[0], ", ".join(given), ", ".join(chans)))
-        x, _ = as_table(data, [c for c, _ in pairs], "data")
+                             "data columns onto them with --columns" % (absent[0], ", ".join(given), ", ".join(chans)))
+        x, names = numeric(data, [c for c, _ in pairs], "data")
+    kept = complete_rows(x, names, "data", missing)
     at = {ch: i for i, (_, ch) in enumerate(pairs)}
-    return x[:, [at[ch] for ch in chans]], chans
+    return x[kept][:, [at[ch] for ch in chans]], chans, kept
 
 
 def _hex(text, what):
@@ -171,14 +174,14 @@ def window_schedule(window, start, end):
     return Schedule(window, _seconds(start, "--start"), _seconds(end, "--end"))
 
 
-def outside_fraction(cfg, data, columns=None):
+def outside_fraction(cfg, data, columns=None, missing="skip"):
     """Fraction (0..1) of the rows of ``data`` with a value outside the
     config's bounds: the device clamps them into the edge cells (a notice,
     not an error; 0 for a profile, which has no bounds)."""
     cfg = _config(cfg)
     if not cfg["mechanisms"] or "lo" not in cfg["mechanisms"][0]:
         return 0.0
-    x, _ = _readings(cfg, data, columns)
+    x, _, _ = _readings(cfg, data, columns, missing)
     return clamped_fraction(x, cfg)
 
 
@@ -192,7 +195,7 @@ def _run(call):
 
 def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id="device", epoch=0, seq=0,
              key=None, keyring=None, heap=DEFAULT_HEAP, cpu="cortex-m4", window=None, start=None, end=None,
-             times=None, progress=None):
+             times=None, missing="skip", progress=None):
     """The frame bytes a device of ``cfg`` releases after reading ``data``.
 
     cfg: a config dict (es.plan) or the path of a config file.
@@ -221,6 +224,9 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
     window, start, end, times: release on a public clock instead, one frame
         per window (see simulate_windows); the result is the frames back to
         back and ``epoch`` must stay 0.
+    missing: a row with a missing value (NaN, None, pandas.NA) in a column
+        fed is skipped ("skip"; es.read(data) counts them) or an InputError
+        ("error"). Skipping depends on that row only: event-level safe.
     progress: optional callable given the number of readings consumed.
 
     Returns bytes: one frame, or with ``window`` every window's frame.
@@ -231,10 +237,10 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
             raise InputError("--epoch is the window index with --window; leave it out")
         frames = simulate_windows(cfg, data, times, window, start, end, seed, runtime=runtime, columns=columns,
                                   device_id=device_id, seq=seq, key=key, keyring=keyring, heap=heap, cpu=cpu,
-                                  progress=progress)
+                                  missing=missing, progress=progress)
         return b"".join(f for _, f in frames)
     cfg = _config(cfg)
-    x, cols = _readings(cfg, data, columns)
+    x, cols, _ = _readings(cfg, data, columns, missing)
     run = dict(runtime=runtime, seed=seed_bytes(seed), device_id=device_id, epoch=_u32(epoch, "--epoch"),
                seq=_u32(seq, "--seq"), key=device_key(key, keyring, device_id), heap=parse_size(heap, "--heap"),
                cpu=cpu, progress=progress)
@@ -243,7 +249,7 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
 
 def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime="cpython", columns=None,
                      device_id="device", seq=0, key=None, keyring=None, heap=DEFAULT_HEAP, cpu="cortex-m4",
-                     progress=None):
+                     missing="skip", progress=None):
     """Frames ``[(epoch, bytes), ...]`` of a device that releases one frame
     per public time window, in time order (docs/trust.md §3).
 
@@ -254,7 +260,8 @@ def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime
 
     times: each reading's time, as Unix seconds, datetime64, datetimes or ISO
         8601 strings, or the name of a column of ``data`` holding them. A
-        reading outside [start, end) is refused.
+        reading outside [start, end) is refused; a row skipped for a missing
+        value takes its time with it.
     window: seconds per window, a positive int. start, end: see
         window_schedule.
     seed: as in simulate; window e is then seeded from (seed, e), so frames
@@ -266,18 +273,18 @@ def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime
         raise InputError("--window, --start, --end and the readings' times go together")
     cfg = _config(cfg)
     schedule = window_schedule(window, start, end)
-    x, cols = _readings(cfg, data, columns)
+    x, cols, kept = _readings(cfg, data, columns, missing)
     if isinstance(times, str):
         if times in [c for c, _ in column_map(cfg, columns)]:
             raise InputError("--time-column %r is also in --columns" % times)
         times = pick(data, times, "data")
-    t = _times(times, x.shape[0])
+    t = _times(times, kept.size)[kept]
     bad = np.flatnonzero(~((t >= schedule.start) & (t < schedule.end)))
     if bad.size:
         try:
             schedule.check(float(t[bad[0]]))
         except ValueError as e:
-            raise InputError("reading %d: %s" % (bad[0], e))
+            raise InputError("reading %d: %s" % (np.flatnonzero(kept)[bad[0]], e))
     run = dict(runtime=runtime, device_id=device_id, key=device_key(key, keyring, device_id),
                heap=parse_size(heap, "--heap"), cpu=cpu)
     frames = _run(lambda: run_windows(cfg, x, t, cols, schedule, seed=seed_bytes(seed),

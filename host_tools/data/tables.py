@@ -80,7 +80,7 @@ def to_table(data, names=None, what="data", *, missing="skip"):
     is always refused. ``what`` names the argument in error messages.
     """
     check_missing(missing)
-    x, names = _numeric(data, names, what)
+    x, names = numeric(data, names, what)
     keep = complete_rows(x, names, what, missing)
     if not keep.all():
         x = x[keep]
@@ -99,12 +99,13 @@ def complete_rows(x, names, what, missing, first=0):
     nan = np.isnan(x)
     if missing == "error" and nan.any():
         row, col = np.argwhere(nan)[0]
-        raise InputError("%s: row %d, column %r: missing value (missing='error')" % (what, row + first, names[col]))
+        raise InputError("%s: row %d, column %r: missing value" % (what, row + first, names[col]))
     return ~nan.any(axis=1)
 
 
-def _numeric(data, names, what):
-    """``(x, names)``: ``data`` as a float64 array (n, d), NaN where missing."""
+def numeric(data, names, what):
+    """``(x, names)``: ``data`` (as to_table takes it) as a float64 array
+    (n, d) with every row, NaN where a value is missing."""
     given = column_names(data)
     if given is not None:
         names = list(given if names is None else names)
