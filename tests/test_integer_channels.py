@@ -2,6 +2,7 @@
 declared (plan --integer / es.plan(integer=...)) and give whole-number
 synthetic values (issue 17, item 1)."""
 import json
+import re
 
 import msgpack
 import numpy as np
@@ -227,3 +228,12 @@ def test_cli_assemble_integer_then_sample(tmp_path):
     assert g.integer == [False, True]
     y = g.sample_array(3000, seed=2)
     assert np.all(y[:, 1] == np.round(y[:, 1])) and y[:, 1].min() >= 0 and y[:, 1].max() <= 100
+
+
+def test_assemble_refuses_an_integer_declaration_the_bounds_cannot_carry():
+    rng = np.random.default_rng(9)
+    for bounds, why in (("0.5:3", "bounds [0.5, 3.0] are not whole numbers"), ("0:1e12", "span exceeds 2**29 - 1")):
+        cfg = es.plan(bounds, epsilon=1, mechanism="cdf", bins=16)
+        frames = es.simulate(cfg, rng.random((50, 1)), seed=1, runtime="numpy")
+        with pytest.raises(es.InputError, match="--integer: channel x0 is integer but its " + re.escape(why)):
+            es.assemble(frames, integer="x0")

@@ -8,6 +8,7 @@ written before the flag existed load as all real-valued.
 """
 import numpy as np
 
+from edgesynth.agent.privhp.build import MAX_INT_SPAN
 from edgesynth.errors import InputError
 
 
@@ -30,13 +31,15 @@ def cell_integers(q, parts, lo, hi):
 
 def draw(first, count, u):
     """Uniform integers of the cells (first, count), from uniforms ``u`` in
-    [0, 1) (same shape), as float64: first + floor(u * count)."""
-    return first + np.floor(u * count)
+    [0, 1) (same shape), as float64: first + floor(u * count) (capped at
+    count - 1 should u * count round up to count)."""
+    return first + np.minimum(np.floor(u * count), count - 1)
 
 
 def check_flags(integer, names, lo, hi, source):
     """``integer`` (None, or one bool per channel) as a list of bools; a
-    flagged channel needs whole-number bounds. InputError naming ``source``."""
+    flagged channel needs whole-number bounds whose span is at most
+    MAX_INT_SPAN, as the device's. InputError naming ``source``."""
     d = len(names)
     if integer is None:
         return [False] * d
@@ -46,6 +49,8 @@ def check_flags(integer, names, lo, hi, source):
         if flag and not (float(a).is_integer() and float(b).is_integer()):
             raise InputError("%s: channel %s is integer but its bounds [%r, %r] are not whole numbers"
                              % (source, name, float(a), float(b)))
+        if flag and float(b) - float(a) > MAX_INT_SPAN:
+            raise InputError("%s: channel %s is integer but its span exceeds 2**29 - 1" % (source, name))
     return list(integer)
 
 

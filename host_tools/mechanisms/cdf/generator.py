@@ -106,6 +106,8 @@ def assemble_cdf(releases, force_sum=False, integer=None):
     integers.positions)."""
     refuse_force_sum(force_sum, "cdf")
     state, used = merge_states(releases, "cdf")
+    declared = positions(integer, state.names)
+    flags = check_flags([i in declared for i in range(state.d)], state.names, state.lo, state.hi, "--integer")
     require_host_memory(gls_need(state.K, state.branching, state.d),
                         "assembling " + cdf_what(state.K, state.branching, state.d))
     F, totals = [], []
@@ -127,5 +129,4 @@ def assemble_cdf(releases, force_sum=False, integer=None):
         "noise_sd_per_level": np.sqrt(state.var).tolist(),
         "estimated_readings": totals,
     }
-    declared = positions(integer, state.names)
-    return CDFGenerator(state.names, state.lo, state.hi, np.array(F), meta, [i in declared for i in range(state.d)])
+    return CDFGenerator(state.names, state.lo, state.hi, np.array(F), meta, flags)

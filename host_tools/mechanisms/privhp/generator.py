@@ -150,6 +150,8 @@ def assemble_privhp(releases, force_sum=False, integer=None):
     integers.positions)."""
     refuse_force_sum(force_sum, "privhp")
     state, used = merge_states(releases, "privhp")
+    declared = positions(integer, state.names)
+    flags = check_flags([i in declared for i in range(state.d)], state.names, state.lo, state.hi, "--integer")
     require_host_memory(privhp_host_need(state.L, state.r, state.k, state.j, state.d),
                         "assembling a PrivHP state with r = %d, k = %d (%d leaves) over %d channel(s)"
                         % (state.r, state.k, leaf_count(state.L, state.r, state.k), state.d))
@@ -169,6 +171,4 @@ def assemble_privhp(releases, force_sum=False, integer=None):
         "noise_sd_root": math.sqrt(state.tree_var[0]),
         "noisy_clamped": state.clamp,
     }
-    declared = positions(integer, state.names)
-    flags = [i in declared for i in range(state.d)]
     return Generator(state.names, state.lo, state.hi, grow(state), meta, flags)
