@@ -85,23 +85,26 @@ def read_table(source, columns=None, *, missing="skip", delimiter=None, parsers=
     check_missing(missing)
     columns = None if columns is None else [columns] if isinstance(columns, str) else list(columns)
     parsers = parsers or {}
-    if source == "-":
+    stdin = isinstance(source, str) and source == "-"
+    if stdin:
         label, fh = STDIN, sys.stdin.buffer
     else:
-        label = os.fspath(source)
-        if str(label).lower().endswith(".parquet"):
+        if not isinstance(source, (str, os.PathLike)):
+            raise InputError("a data file is a path or '-' (stdin), got %s" % type(source).__name__)
+        label = str(os.fspath(source))
+        if label.lower().endswith(".parquet"):
             return _read_parquet(label, label, columns, missing, parsers, allow_empty, progress)
         try:
             fh = open(label, "rb")
         except OSError as e:
             raise InputError("%s: cannot open (%s)" % (label, e.strerror or e))
     try:
-        head = fh.read(4) if label == STDIN else b""
+        head = fh.read(4) if stdin else b""
         if head == b"PAR1":  # Parquet needs to seek: stdin is read whole
             return _read_parquet(io.BytesIO(head + fh.read()), label, columns, missing, parsers, allow_empty, progress)
         table = _read_csv(fh, head, label, columns, missing, delimiter, parsers, progress)
     finally:
-        if label != STDIN:
+        if not stdin:
             fh.close()
     return _finish(table, allow_empty)
 
@@ -127,6 +130,7 @@ def read(source, columns=None, *, missing="skip", delimiter=None):
 
 
 def _finish(table, allow_empty):
+    """``table``, unless it has no rows and ``allow_empty`` is false."""
     if not len(table.data) and not allow_empty:
         why = " (%d skipped for a missing value)" % table.skipped if table.skipped else ""
         raise InputError("%s: no data rows%s" % (table.source, why))
