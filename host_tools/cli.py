@@ -839,7 +839,7 @@ def demo(out_dir, epsilon, ram, seed):
     """
     r = es.run_demo(out_dir, epsilon, parse_size(ram, "--ram"), seed)
     m, p = r.config["mechanisms"][0], r.config["plan"]
-    click.echo("data: %d hourly readings of %s (NOAA, via vega_datasets)" % (r.n, ", ".join(r.names)))
+    click.echo("data: %d hourly readings of %s (NOAA, 2010; shipped with edgesynth)" % (r.n, ", ".join(r.names)))
     click.echo("plan: privhp r=%d k=%d w=%d j=%d, %d counter bytes in a %d-byte budget "
                "(MicroPython needs %d bytes beyond them), epsilon %s"
                % (m["r"], m["k"], m["w"], m["j"], p["counter_bytes"], r.ram, p["runtime_overhead_bytes"],
