@@ -30,7 +30,7 @@ from edgesynth.errors import EdgesynthError, InputError
 from edgesynth.evaluation.table import rows as utility_rows
 from edgesynth.fleet.ingest import shown
 from edgesynth.manual import docs_dir, docs_title
-from edgesynth.outputs import atomic_output, write_bytes, write_text
+from edgesynth.outputs import write_bytes, write_text
 from edgesynth.pipeline import DEFAULT_N_MAX, HOST_RAM, fit, runtime
 from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES
 from edgesynth.ram import parse_size
@@ -472,16 +472,19 @@ def _assemble_line(summary, output):
 @click.argument("generator", type=click.Path(dir_okay=False))
 @click.option("-n", "count", required=True, type=click.IntRange(1, MAX_SAMPLE), help="Number of synthetic rows.")
 @click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1), help="Seed for reproducible samples.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="CSV to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write: Parquet if it ends in .parquet, else CSV; '-' for CSV on stdout.")
 def sample(generator, count, seed, output):
-    """Draw synthetic rows from a generator (free: no further privacy cost)."""
+    """Draw synthetic rows from a generator (free: no further privacy cost).
+
+    Memory stays flat in -n. A file appears only once complete: an error or
+    Ctrl-C leaves no partial file and any previous one unchanged.
+    """
     gen = es.load(generator)
-    with atomic_output(output, "w", encoding="utf-8", newline="") as fh, _Bar("sampling", total=count) as bar:
-        fh.write(",".join(gen.names) + "\n")
-        for block in gen.blocks(count, seed):
-            np.savetxt(fh, block, delimiter=",", fmt="%.10g")
-            bar.advance(len(block))
-    click.echo("wrote %s: %d rows of %s" % (output, count, ",".join(gen.names)))
+    with _Bar("sampling", total=count) as bar:
+        gen.write(output, count, seed, progress=bar.advance)
+    click.echo("wrote %s: %d rows of %s" % ("stdout" if output == "-" else output, count, ",".join(gen.names)),
+               err=output == "-")
 
 
 # ----------------------------------------------------------------- evaluate

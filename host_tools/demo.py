@@ -6,7 +6,7 @@ import numpy as np
 
 from edgesynth.config import write_config
 from edgesynth.data import datasets
-from edgesynth.data.csvio import write_columns
+from edgesynth.data.writers import write
 from edgesynth.errors import InputError
 from edgesynth.evaluation.plots import plot_comparison
 from edgesynth.evaluation.scoring import evaluate
@@ -48,7 +48,7 @@ def run_demo(out_dir, epsilon=1, ram="64K", seed=None):
     path = {k: os.path.join(out_dir, f) for k, f in (
         ("real", "real.csv"), ("config", "device.json"), ("frame", "release.msgpack"),
         ("generator", "generator.msgpack"), ("synthetic", "synthetic.csv"), ("report", "report.json"))}
-    write_columns(path["real"], names, data)
+    write(data, path["real"], names)
 
     cfg = plan(datasets.BOUNDS, epsilon=epsilon, ram=ram, names=names, n_max=datasets.N_MAX,
                hash_seed="edgesynth-demo")
@@ -60,7 +60,7 @@ def run_demo(out_dir, epsilon=1, ram="64K", seed=None):
     gen.save(path["generator"])
     rng = np.random.default_rng(seed)  # one stream for sampling and evaluation: reproducible with a seed
     synth = gen.sample_array(len(data), rng)
-    write_columns(path["synthetic"], names, synth)
+    write(synth, path["synthetic"], names)
 
     m = cfg["mechanisms"][0]
     report = evaluate(data, synth, names, bounds=list(zip(m["lo"], m["hi"])), seed=rng)

@@ -128,15 +128,20 @@ class Generator:
     def blocks(self, n, seed=None):
         """``n`` rows (0..10**9) as float64 arrays of at most 2**20 rows each,
         drawn in order from ``numpy.random.default_rng(seed)`` (seed: None, an
-        int >= 0 or a numpy Generator). The same seed gives the same rows."""
+        int >= 0 or a numpy Generator). The same seed gives the same rows.
+        A bad ``n`` or ``seed`` is refused here, before anything is drawn or
+        any output file opened."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_SAMPLE:
             raise InputError("the number of rows must be an integer in [0, %d], got %r" % (MAX_SAMPLE, n))
         try:
             rng = np.random.default_rng(seed)
         except (TypeError, ValueError) as e:
             raise InputError("seed must be None, an int >= 0 or a numpy Generator (%s)" % e)
-        for start in range(0, int(n), SAMPLE_BLOCK):
-            yield self.model.sample(min(SAMPLE_BLOCK, int(n) - start), rng)
+        return self._draw(int(n), rng)
+
+    def _draw(self, n, rng):
+        for start in range(0, n, SAMPLE_BLOCK):
+            yield self.model.sample(min(SAMPLE_BLOCK, n - start), rng)
 
     def sample_array(self, n, seed=None):
         """``n`` synthetic rows as a float64 array of shape (n, len(names))."""

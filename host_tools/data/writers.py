@@ -12,6 +12,7 @@ Ctrl-C part-way leaves no partial file and the previous file untouched.
 Stdout cannot be taken back: what was written before an error stays written.
 """
 import csv
+import importlib
 import io
 import os
 import sys
@@ -50,6 +51,9 @@ def write_table(dest, names, blocks, *, integer=None, progress=None):
     """
     import pyarrow as pa  # ~0.15 s to import with parquet: only writing data needs it
 
+    # Import the encoder before the file is opened: a Ctrl-C that lands inside
+    # a pyarrow module's import is swallowed by it and would go unnoticed.
+    importlib.import_module("pyarrow.parquet" if is_parquet(dest) else "pyarrow.csv")
     names = [str(n) for n in names]
     integer = [False] * len(names) if integer is None else [bool(i) for i in integer]
     if len(integer) != len(names):
@@ -57,8 +61,13 @@ def write_table(dest, names, blocks, *, integer=None, progress=None):
     schema = pa.schema([(n, pa.int64() if i else pa.float64()) for n, i in zip(names, integer)])
     if dest == "-":
         out = sys.stdout.buffer
-        rows = _write_csv(out, schema, blocks, progress)
-        out.flush()
+        try:
+            rows = _write_csv(out, schema, blocks, progress)
+            out.flush()
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): the CLI's business, not an error in the data
+        except OSError as e:
+            raise InputError("stdout: cannot write (%s)" % (e.strerror or e))
         return rows
     path = os.fspath(dest)
     write = _write_parquet if is_parquet(path) else _write_csv
@@ -143,11 +152,13 @@ def write(data, dest, names=None):
     data: a pandas DataFrame or dict of columns (``names`` picks columns by
         name, default all in order) or an array of shape (n, d) or (n,)
         (``names`` names its columns, default x0, x1, ...). Values must be
-        finite numbers; columns of an integer dtype are written as integers
-        (exactly up to 2**53), the others as float64, exactly.
+        finite numbers: a missing value (NaN, None, pandas.NA) is an
+        InputError naming its row and column (drop or fill such rows first).
+        Columns of an integer dtype are written as integers (exactly up to
+        2**53), the others as float64, exactly.
     dest: a path (``.parquet`` -> Parquet, else CSV), replaced atomically,
         or "-" for CSV on stdout.
     """
-    x, names = as_table(data, names, what="data")
+    x, names = as_table(data, names, what="data", missing="error")
     blocks = (x[i:i + BLOCK] for i in range(0, len(x), BLOCK))
     return write_table(dest, names, blocks, integer=integer_columns(data, names))
