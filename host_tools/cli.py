@@ -174,7 +174,8 @@ def _jsonable(o):
 @click.option("--bounds", default=None, help="Public per-channel range LO:HI[,LO:HI...]; never read it off the data "
                                             "(privhp, cdf).")
 @click.option("--epsilon", required=True, help="Privacy budget per reading, e.g. 1, 0.5 or 1/3.")
-@click.option("--ram", default=None, help="RAM the agent may use on the device, in bytes (suffix K or M allowed). "
+@click.option("--ram", default=None, help="RAM the agent may use on the device: bytes, or 64K, 64KB, 64KiB, 1.5M, "
+                                         "1G (binary units: K = KB = KiB = 1024 bytes). "
                                          "privhp: required, sets the shape. cdf: refuses a --bins that does not "
                                          "fit; without --bins, the largest K that fits. profile: refuses a "
                                          "--domain that does not fit; with --sample-bits and no --domain, the "
@@ -303,7 +304,8 @@ def combine(configs, output):
 @click.option("--cpu", default="cortex-m4", show_default=True, type=click.Choice(list(arm.CPUS)),
               help="Emulated CPU of the qemu runtime: cortex-m4 (mps2-an386) or cortex-m0plus (microbit).")
 @click.option("--heap", default="256K", show_default=True,
-              help="MicroPython heap as a 32-bit-equivalent size (e.g. 32K); micropython runtime only.")
+              help="MicroPython heap as a 32-bit-equivalent size (e.g. 32K, 64KiB; K = 1024 bytes); micropython "
+                   "runtime only.")
 @click.option("--seed", default=None, help="Hex seed for reproducible noise. Tests and simulation only: NOT private.")
 @click.option("--device-id", default="device", show_default=True, help="Device name carried in the frame.")
 @click.option("--epoch", default=0, show_default=True, type=click.IntRange(0, MAX_U32),

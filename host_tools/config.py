@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from edgesynth.agent.privhp.build import MAX_INT_SPAN
 from edgesynth.errors import InputError
+from edgesynth.filekind import check as check_kind
 from edgesynth.outputs import write_text
 
 
@@ -133,8 +134,10 @@ def load_config(path):
     except OSError as e:
         raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
     except ValueError as e:
+        check_kind(path, "config")  # another edgesynth file: say which and what takes it
         raise InputError("%s: not valid JSON (%s)" % (path, e))
     if not isinstance(cfg, dict) or not isinstance(cfg.get("mechanisms"), list):
+        check_kind(path, "config")
         raise InputError("%s: not an edgesynth device config (run `edgesynth plan`)" % path)
     return cfg
 

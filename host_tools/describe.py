@@ -1,35 +1,74 @@
 """`edgesynth inspect`: say what a file is and summarise it without trusting it."""
 import json
+from fractions import Fraction
 
 from edgesynth.errors import FrameError, InputError
-from edgesynth.frames import MAGIC, iter_file_frames, read_into
+from edgesynth.filekind import FRAME_HEAD
+from edgesynth.filekind import check as check_kind
+from edgesynth.frames import iter_file_frames, read_into
 from edgesynth.mechanisms import load_generator
 
 MAX_INSPECT = 512 << 20  # bytes of a generator or config; frame files are streamed, any size
+DESCRIBED = ("frames", "generator", "config")
+EPSILON_KEYS = ("epsilon", "mechanism_epsilon")
+
+
+def plain_epsilon(obj):
+    """``obj`` with every epsilon (the keys EPSILON_KEYS, at any depth) as a
+    plain number: frames, configs and generators write it as an exact
+    fraction ("1048576/1048576", [1, 3], "1/3"). A float when it is exact,
+    else the float and the exact reduced fraction under "<key>_exact"
+    ("1/3"); a value that is no fraction is left as it is."""
+    if isinstance(obj, list):
+        return [plain_epsilon(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for k, v in obj.items():
+        frac = _fraction(v) if k in EPSILON_KEYS else None
+        if frac is None:
+            out[k] = plain_epsilon(v)
+            continue
+        out[k] = float(frac)
+        if Fraction(out[k]) != frac:
+            out[k + "_exact"] = str(frac)
+    return out
+
+
+def _fraction(v):
+    """The Fraction of "a/b", "a" or [a, b] (ints, b > 0), else None."""
+    try:
+        if isinstance(v, str):
+            return Fraction(v)
+        if isinstance(v, (list, tuple)) and len(v) == 2 and all(type(x) is int for x in v) and v[1] > 0:
+            return Fraction(v[0], v[1])
+    except (ValueError, ZeroDivisionError):
+        pass
+    return None
 
 
 def describe(path, key=None):
     """JSON-ready description of a frame file, generator file or device config."""
     try:
         with open(path, "rb") as fh:
-            head = fh.peek(6)[:6]
-            if head[:2] == b"\x94\xa4" and head[2:6] == MAGIC:
+            if fh.peek(len(FRAME_HEAD)).startswith(FRAME_HEAD):
                 return _frames(path, fh, key)
             data = bytearray()
             read_into(fh, data, MAX_INSPECT + 1)
     except OSError as e:
         raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
+    check_kind(path, DESCRIBED, data)  # a keyring, store or table: say what it is and what takes it
     if not data:
         raise InputError("%s: file is empty" % path)
     if len(data) > MAX_INSPECT:
         raise InputError("%s: larger than %d bytes" % (path, MAX_INSPECT))
     if data.lstrip()[:1] == b"{":
-        return _config(path, data)
+        return plain_epsilon(_config(path, data))
     try:
         gen = load_generator(data, path)
     except InputError:
         raise InputError("%s: not a frame file, generator or device config" % path)
-    return {"file": path, "type": "generator", **gen.summary()}
+    return plain_epsilon({"file": path, "type": "generator", **gen.summary()})
 
 
 def _frames(path, fh, key):
@@ -53,7 +92,7 @@ def _frames(path, fh, key):
                         "mechanisms": mechs})
     except FrameError as e:
         raise type(e)("%s: frame %d: %s" % (path, len(out), e))
-    return {"file": path, "type": "frames", "count": len(out), "frames": out}
+    return plain_epsilon({"file": path, "type": "frames", "count": len(out), "frames": out})
 
 
 def _config(path, data):

@@ -9,6 +9,8 @@ work (planning, assembly, loading a generator) that would need more than
 ``host_memory()``.
 """
 import os
+import re
+from fractions import Fraction
 
 from edgesynth.errors import InputError
 
@@ -50,23 +52,25 @@ SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (
 GC_POOL_NUM, GC_POOL_DEN = 128, 131
 
 
+SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([KMG])(I?B)?|B)?\s*", re.ASCII | re.IGNORECASE)
+UNITS = {None: 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
 def parse_size(text, what):
-    """Bytes of a size written as 32768, 32K, 32KiB, 1.5M or 2G (binary
-    units); InputError naming ``what`` otherwise."""
-    t = str(text).strip().upper()
-    mult = 1
-    for suffix, m in (("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30),
-                      ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("B", 1)):
-        if t.endswith(suffix):
-            t, mult = t[:-len(suffix)], m
-            break
-    try:
-        v = int(float(t) * mult)
-    except (ValueError, OverflowError):
-        raise InputError("%s must be a size like 32768 or 32K, got %r" % (what, text))
+    """Bytes (a positive int) of a size written as 65536, 64K, 64KB, 64KiB,
+    64k, 1.5M, 1MB, 1MiB or 1G: every unit is binary, so K, KB and KiB all
+    mean 1024 bytes, as device datasheets count RAM. Plain ASCII digits only;
+    InputError naming ``what`` (an option such as "--ram") otherwise."""
+    m = SIZE.fullmatch(str(text))
+    if m is None:
+        raise InputError("%s must be a size such as 65536, 64K, 64KB, 64KiB, 1.5M or 1G (K = 1024 bytes), got %r"
+                         % (what, text))
+    v = Fraction(m.group(1)) * UNITS[m.group(2) and m.group(2).upper()]
+    if v.denominator != 1:
+        raise InputError("%s: %r is not a whole number of bytes" % (what, text))
     if v <= 0:
         raise InputError("%s must be positive" % what)
-    return v
+    return int(v)
 
 
 # Bytes of host memory that assembling one configuration may take. The need

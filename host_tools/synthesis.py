@@ -10,6 +10,7 @@ from edgesynth.data.tables import to_frame
 from edgesynth.data.writers import write_table
 from edgesynth.describe import describe
 from edgesynth.errors import FrameError, InputError
+from edgesynth.filekind import check as check_kind
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.store import Store
@@ -60,7 +61,9 @@ def read_frames(source, key=None, keyring=None):
         path or es.load_keyring(...)): each frame must verify under its
         device's key. Without either, tags are not checked.
 
-    Raises a FrameError subclass naming the file (or list item) and frame.
+    Raises a FrameError subclass naming the file (or list item) and frame,
+    or InputError naming the kind of a file that holds no frames (a
+    generator, a device config, ...) and the command that takes it.
     """
     key_for, require_tag = frame_keys(key, keyring)
     items = source if isinstance(source, (list, tuple)) else [source]
@@ -72,7 +75,11 @@ def read_frames(source, key=None, keyring=None):
         elif isinstance(item, (bytes, bytearray, memoryview)):
             out.extend(_bytes_frames(item, label, key_for, require_tag))
         elif isinstance(item, (str, os.PathLike)):
-            out.extend(read_frame_file(os.fspath(item), key_for=key_for, require_tag=require_tag))
+            try:
+                out.extend(read_frame_file(os.fspath(item), key_for=key_for, require_tag=require_tag))
+            except FrameError:
+                check_kind(os.fspath(item), "frames")  # another edgesynth file: say which and what takes it
+                raise
         else:
             raise InputError("%sa frame source is a path, bytes or a Release, got %s" % (label, type(item).__name__))
     return out
@@ -213,7 +220,11 @@ def load(path):
             data = fh.read()
     except OSError as e:
         raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
-    return Generator(load_generator(data, path))
+    try:
+        return Generator(load_generator(data, path))
+    except InputError:
+        check_kind(path, "generator", data)  # another edgesynth file: say which and what takes it
+        raise
 
 
 def inspect(path, key=None):

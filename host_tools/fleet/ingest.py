@@ -22,7 +22,8 @@ import json
 import os
 import urllib.parse
 
-from edgesynth.errors import EdgesynthError, FrameError, IngestStopped, StoreWriteError
+from edgesynth.errors import EdgesynthError, FrameError, IngestStopped, InputError, StoreWriteError
+from edgesynth.filekind import check as check_kind
 from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, schema_1_frames
 from edgesynth.frames import parse_frame, read_into, split_envelope
 
@@ -131,7 +132,13 @@ def ingest_file(store, path, key_for, outcome, report):
         try:
             stop = split_envelope(data, pos)[4]
         except FrameError as e:
-            done(Report(path, i, REJECTED, reason="%s (rest of the file skipped)" % e))
+            reason = "%s (rest of the file skipped)" % e
+            if i == 0:
+                try:
+                    check_kind(path, "frames", data)  # a generator, config...: say which
+                except InputError as wrong:
+                    reason = str(wrong)
+            done(Report(path, i, REJECTED, reason=reason))
             return
         _ingest_frame(store, path, i, data, pos, key_for, outcome, done)
         pos, i = stop, i + 1

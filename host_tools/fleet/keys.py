@@ -27,6 +27,7 @@ import stat
 from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.wire import device_id_bytes
 from edgesynth.errors import InputError
+from edgesynth.filekind import check as check_kind
 from edgesynth.outputs import atomic_output
 
 FORMAT = 1
@@ -114,10 +115,11 @@ def load(path, missing_ok=False):
         mode = os.fstat(fh.fileno()).st_mode
         if not stat.S_ISREG(mode):
             raise InputError("%s: keyring is not a regular file" % path)
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise InputError("%s: keyring is accessible by other users (mode %03o); run chmod 600 %s"
-                             % (path, mode & 0o777, path))
         data = fh.read(MAX_KEYRING + 1)
+    check_kind(path, "keyring", data)  # a config, frames...: say which, before any complaint about its mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise InputError("%s: keyring is accessible by other users (mode %03o); run chmod 600 %s"
+                         % (path, mode & 0o777, path))
     if len(data) > MAX_KEYRING:
         raise InputError("%s: keyring is larger than %d bytes" % (path, MAX_KEYRING))
     if _too_deep(data):

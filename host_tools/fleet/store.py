@@ -36,13 +36,14 @@ import stat
 import urllib.parse
 
 from edgesynth.errors import InputError, StoreError, StoreWriteError
+from edgesynth.filekind import SQLITE_HEAD, STORE_MARK
+from edgesynth.filekind import check as check_kind
 from edgesynth.frames import parse_frame
 from edgesynth.outputs import fsync_dir
 
-APPLICATION_ID = int.from_bytes(b"ESst", "big")  # SQLite header bytes 68..71
+APPLICATION_ID = int.from_bytes(STORE_MARK, "big")  # SQLite header bytes 68..71
 SCHEMA_VERSION = 2                               # PRAGMA user_version
 BUSY_TIMEOUT_MS = 30000
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _COLUMNS = """
     device TEXT NOT NULL,
@@ -86,7 +87,8 @@ def _check_file(path):
     if not head:
         raise StoreError("%s: empty file, not an edgesynth store; left unchanged. `ingest` creates a store "
                          "only where no file exists; if this was a store, restore it from a backup" % path)
-    if len(head) < 100 or head[:16] != SQLITE_MAGIC:
+    if len(head) < 100 or head[:16] != SQLITE_HEAD:
+        check_kind(path, "store")  # another edgesynth file: say which and what takes it
         raise StoreError("%s: not an SQLite database, so not an edgesynth store; left unchanged" % path)
     app = int.from_bytes(head[68:72], "big")
     if app == 0 and _is_schema_1(path):

