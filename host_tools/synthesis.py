@@ -168,10 +168,11 @@ class Generator:
     def write(self, dest, n, seed=None, progress=None):
         """Write ``n`` synthetic rows (the rows of ``blocks(n, seed)``) to
         ``dest``: a path, Parquet if it ends in ``.parquet`` and CSV
-        otherwise, replaced atomically, or "-" for CSV on stdout. Memory does
-        not grow with ``n``. ``progress(rows)`` is called after each block
-        of at most 2**20 rows. Returns ``n``."""
-        return write_table(dest, self.names, self.blocks(n, seed), progress=progress)
+        otherwise, replaced atomically, or "-" for CSV on stdout; integer
+        columns (``integer``) as integers. Memory does not grow with ``n``.
+        ``progress(rows)`` is called after each block of at most 2**20 rows.
+        Returns ``n``."""
+        return write_table(dest, self.names, self.blocks(n, seed), integer=self.integer, progress=progress)
 
 
 def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, config_id=None, mechanism=None,

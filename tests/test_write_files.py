@@ -120,6 +120,20 @@ def test_generator_write_is_its_sample(tmp_path, gen_path):
     assert not (tmp_path / "bad.csv").exists() and not leftovers(tmp_path)
 
 
+def test_generator_writes_integer_channels_as_integers(tmp_path):
+    rng = np.random.default_rng(5)
+    x = np.c_[rng.uniform(-20, 45, 20000), rng.integers(3, 40, 20000)]
+    cfg = es.plan({"temp": (-20, 45), "count": (3, 40)}, epsilon=1, ram="32K", integer=["count"])
+    gen = es.assemble(es.simulate(cfg, x, seed=4, runtime="numpy"), integer="count")
+    gen.write(tmp_path / "s.parquet", 3000, seed=1)
+    back = pd.read_parquet(tmp_path / "s.parquet")
+    assert [str(t) for t in back.dtypes] == ["float64", "int64"]
+    pd.testing.assert_frame_equal(back, gen.sample(3000, seed=1))
+    gen.write(tmp_path / "s.csv", 3000, seed=1)
+    counts = [ln.split(",")[1] for ln in (tmp_path / "s.csv").read_text().splitlines()[1:]]
+    assert all(c.isdigit() for c in counts)
+
+
 def test_sample_to_stdout(tmp_path, gen_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(main, ["sample", str(gen_path), "-n", "500", "--seed", "2", "-o", "-"],
