@@ -21,10 +21,12 @@ def channel_names(cfg):
     if cfg.get("inputs"):
         return list(cfg["inputs"])
     out = []
-    for m in cfg["mechanisms"]:
-        for n in m.get("names") or []:
-            if n not in out:
-                out.append(n)
+    for i, m in enumerate(cfg["mechanisms"]):
+        names = m.get("names") if isinstance(m.get("names"), list) else []  # else the agent refuses it
+        if len(set(map(str, names))) != len(names):
+            raise InputError("mechanism %d (%s) of the config names a channel twice (%s); plan it with "
+                             "distinct --names" % (i, m.get("kind"), ", ".join(map(str, names))))
+        out.extend(n for n in names if n not in out)
     return out
 
 

@@ -140,6 +140,12 @@ def test_plan_names_twice_says_names(tmp_path):
     assert code == 2 and "--names names a channel twice" in out and "--columns" not in out
 
 
+def test_a_config_naming_a_channel_twice_is_refused(cfg):
+    bad = dict(cfg, mechanisms=[dict(cfg["mechanisms"][0], names=["a", "a"])])
+    with pytest.raises(es.InputError, match="names a channel twice \\(a, a\\); plan it with distinct --names"):
+        es.simulate(bad, np.zeros((3, 2)), seed=SEED)
+
+
 def test_evaluate_columns_refuse_a_mapping(tmp_path, readings):
     readings.to_csv(tmp_path / "d.csv", index=False)
     code, out = _run("evaluate", "--real", tmp_path / "d.csv", "--synthetic", tmp_path / "d.csv",
