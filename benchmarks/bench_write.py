@@ -47,7 +47,8 @@ def make_generator(path):
 
 
 def run(cmd, out):
-    """(wall seconds, peak RSS bytes, output bytes) of one child process; the output is deleted."""
+    """(wall seconds, CPU seconds (user + system), peak RSS bytes, output bytes) of one child
+    process; the output is deleted."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -59,7 +60,7 @@ def run(cmd, out):
         raise SystemExit("%s failed (%d): %s" % (" ".join(cmd), proc.returncode, err))
     size = os.path.getsize(out)
     os.unlink(out)
-    return wall, usage.ru_maxrss * 1024, size
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, size
 
 
 def sample_cmd(gen, n, out):
@@ -84,27 +85,28 @@ def main():
         for n in sizes:
             for fmt in ("parquet", "csv"):
                 out = os.path.join(d, "out." + fmt)
-                wall, rss, size = run(sample_cmd(gen, n, out), out)
-                results.append(("`sample -o out.%s`" % fmt, n, wall, rss, size))
+                wall, cpu, rss, size = run(sample_cmd(gen, n, out), out)
+                results.append(("`sample -o out.%s`" % fmt, n, wall, cpu, rss, size))
                 print(results[-1], flush=True)
         if old_n:
             out = os.path.join(d, "old.csv")
-            wall, rss, size = run([sys.executable, "-c", OLD_PATH, gen, str(old_n), out], out)
-            results.append(("old path: numpy.savetxt %.10g (CSV)", old_n, wall, rss, size))
+            wall, cpu, rss, size = run([sys.executable, "-c", OLD_PATH, gen, str(old_n), out], out)
+            results.append(("old path: numpy.savetxt %.10g (CSV)", old_n, wall, cpu, rss, size))
             print(results[-1], flush=True)
-    old = {n: wall for label, n, wall, _, _ in results if label.startswith("old")}
+    old = {n: wall for label, n, wall, _, _, _ in results if label.startswith("old")}
     rows = []
-    for label, n, wall, rss, size in results:
+    for label, n, wall, cpu, rss, size in results:
         ratio = "%.1fx" % (old[n] / wall) if n in old and not label.startswith("old") and "csv" in label else ""
         rows.append([label, "%.0e" % n, "%.1f" % wall, "%.2f" % (n / wall / 1e6),
-                     "%.2f" % (n / max(wall - startup, 1e-9) / 1e6), "%.0f" % (rss / 2 ** 20),
+                     "%.2f" % (n / max(wall - startup, 1e-9) / 1e6), "%.1f" % cpu, "%.0f" % (rss / 2 ** 20),
                      "%.1f" % (size / n), ratio])
     text = ("2-D PrivHP generator (32 KiB plan), `--seed 1`; one fresh process per row of the table; peak RSS of "
             "that process (os.wait4). Start-up of `sample -n 1` (Python, imports, loading the generator): %.2f s. "
             "pyarrow %s. CSV floats are written exactly (shortest round-trip form), the old path rounded to 10 "
-            "significant digits. Drawing and encoding overlap on two threads.\n\n"
+            "significant digits. Drawing and encoding overlap on two threads, so CPU s can exceed wall s; on a "
+            "shared machine wall time also counts waiting for a core (see the load average above).\n\n"
             % (startup, pyarrow.__version__))
-    text += C.md_table(["writer", "rows", "wall s", "M rows/s", "M rows/s after start-up", "peak RSS MiB",
+    text += C.md_table(["writer", "rows", "wall s", "M rows/s", "M rows/s after start-up", "CPU s", "peak RSS MiB",
                         "bytes/row", "CSV speed-up vs old"], rows)
     print(text)
     if not a.no_append:
