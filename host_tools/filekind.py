@@ -31,7 +31,7 @@ KINDS = {
     "table": ("a text table (CSV)", "`edgesynth simulate --input {p}` takes readings"),
 }
 WANTED = {"config": "a device config", "frames": "a frame file", "generator": "a generator",
-          "keyring": "a keyring", "store": "an ingest store"}
+          "keyring": "a keyring", "store": "an ingest store", "table": "a CSV table", "parquet": "a Parquet table"}
 
 
 def sniff(data):

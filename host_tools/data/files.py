@@ -37,6 +37,7 @@ import numpy as np
 
 from edgesynth.data.tables import Table, check_missing, complete_rows, to_frame, to_table
 from edgesynth.errors import InputError
+from edgesynth.filekind import check
 
 NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 MISSING = ("", "NA", "N/A", "n/a", "#N/A", "NaN", "nan", "NULL", "null", "None", "?")
@@ -93,7 +94,11 @@ def read_table(source, columns=None, *, missing="skip", delimiter=None, parsers=
             raise InputError("a data file is a path or '-' (stdin), got %s" % type(source).__name__)
         label = str(os.fspath(source))
         if label.lower().endswith(".parquet"):
-            return _read_parquet(label, label, columns, missing, parsers, allow_empty, progress)
+            try:
+                return _read_parquet(label, label, columns, missing, parsers, allow_empty, progress)
+            except InputError:
+                check(label, ("table", "parquet"))
+                raise
         try:
             fh = open(label, "rb")
         except OSError as e:
@@ -103,6 +108,10 @@ def read_table(source, columns=None, *, missing="skip", delimiter=None, parsers=
         if head == b"PAR1":  # Parquet needs to seek: stdin is read whole
             return _read_parquet(io.BytesIO(head + fh.read()), label, columns, missing, parsers, allow_empty, progress)
         table = _read_csv(fh, head, label, columns, missing, delimiter, parsers, progress)
+    except InputError:
+        if not stdin:  # a frame, generator or config given as data: name what it is
+            check(label, ("table", "parquet"))
+        raise
     finally:
         if not stdin:
             fh.close()
