@@ -78,6 +78,10 @@ def test_each_file_is_told_by_its_kind(files):
     (["inspect", "{store.db}"], "store.db", "is an ingest store, not a frame file, a generator or a device config",
      "--store"),
     (["inspect", "{ring.json}"], "ring.json", "is a keyring, not a frame file", "--keyring"),
+    (["simulate", "--config", "{device.json}", "--input", "{release.msgpack}", "-o", "{out}"], "release.msgpack",
+     "is a frame file, not a CSV table or a Parquet table", "`edgesynth assemble {release.msgpack}` takes it"),
+    (["evaluate", "--real", "{data.csv}", "--synthetic", "{generator.msgpack}", "--columns", "a,b"],
+     "generator.msgpack", "is a generator, not a CSV table or a Parquet table", "sample"),
     (["assemble", "{release.msgpack}", "--keyring", "{device.json}"], "device.json",
      "is a device config, not a keyring", "--config"),
 ])
