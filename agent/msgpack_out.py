@@ -74,6 +74,19 @@ class Encoder:
     def float(self, v):
         self._head(">d", 0xCB, v, 9)
 
+    def bounds(self, values, lo, hi):
+        """One bound per channel (``values`` is ``lo`` or ``hi``) as an array:
+        an integer channel's, whose ``lo`` and ``hi`` are both ints (as
+        ``plan --integer`` writes them), as ints, so the host knows the
+        channel is integer from the frame; any other channel's as float64,
+        however its config wrote them. The C core's es_enc_bounds."""
+        self.array(len(values))
+        for i in range(len(values)):
+            if isinstance(lo[i], int) and isinstance(hi[i], int):
+                self.int(values[i])
+            else:
+                self.float(float(values[i]))
+
     def nil(self):
         b = self._s[1]
         b[0] = 0xC0

@@ -89,17 +89,15 @@ def validate(cfg):
     return mechs, factor, eps, inputs, cols
 
 
-def _bounds(m, exact_mask):
+def _bounds(m):
     """Bound fields of a privhp or cdf C config. ``int_path``: every channel
     has integer bounds in int32, so integer readings take the int32 update.
-    ``exact_mask`` True: int_mask marks integer bounds (the cdf's exact
-    binning); False: integer bounds in int32 (privhp's integer quantiser)."""
+    int_mask marks the channels with integer bounds (integer channels): the
+    cdf bins them exactly, and the frame carries their bounds as ints."""
     ints = [is_int(a) and is_int(b) for a, b in zip(m.lo, m.hi)]
-    safe = [i and INT32_SAFE[0] <= a and b <= INT32_SAFE[1] for i, a, b in zip(ints, m.lo, m.hi)]
-    mask = ints if exact_mask else safe
-    int_path = all(safe)
+    int_path = all(i and INT32_SAFE[0] <= a and b <= INT32_SAFE[1] for i, a, b in zip(ints, m.lo, m.hi))
     return int_path, [
-        ("int_mask", "uint16_t", sum(1 << i for i in range(m.d) if mask[i])),
+        ("int_mask", "uint16_t", sum(1 << i for i in range(m.d) if ints[i])),
         ("lo_i", "int32_t[]", list(m.lo) if int_path else None),
         ("hi_i", "int32_t[]", list(m.hi) if int_path else None),
         ("lo_f", "double[]", [float(v) for v in m.lo]),
@@ -110,7 +108,7 @@ def _bounds(m, exact_mask):
 
 
 def _privhp(m):
-    int_path, bounds = _bounds(m, exact_mask=False)
+    int_path, bounds = _bounds(m)
     counters = (1 << (m.L + 1)) - 1 + (m.r - m.L) * m.j * m.w
     params = (m.r - m.L) * m.j * (8 if m.sketch == "cs" else 4)
     seed = m.hash_seed.encode()
@@ -124,7 +122,7 @@ def _privhp(m):
 
 
 def _cdf(m):
-    int_path, bounds = _bounds(m, exact_mask=True)
+    int_path, bounds = _bounds(m)
     fields = [("d", "uint8_t", m.d), ("m", "uint8_t", len(m.branching)), ("K", "uint32_t", m.K),
               ("branching", "uint32_t[]", list(m.branching)), ("q", "uint64_t", m.q),
               ("sigma", "uint64_t[]", list(m.sigma))] + bounds

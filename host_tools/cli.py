@@ -430,20 +430,16 @@ def firmware_build(cpu, config_path, header, as_json):
               help="Which mechanism's states to assemble (default: the only one present).")
 @click.option("--force-sum", is_flag=True,
               help="profile: sum sketches of the same ids anyway (error grows as kappa**k).")
-@click.option("--integer", default=None,
-              help="Integer channels, as `plan --integer` declared them (frames do not carry it): their synthetic "
-                   "values are whole numbers (privhp, cdf).")
 @click.option("--json", "as_json", is_flag=True, help="Print the generator summary as JSON.")
-def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, mechanism, force_sum, integer,
-             as_json):
+def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, mechanism, force_sum, as_json):
     """Verify release frames, merge those of one configuration, and build a generator.
 
     Frames come from files (RELEASES) or from an ingest store (--store), whose
-    frames were verified when they were stored.
+    frames were verified when they were stored. Channels planned with
+    `plan --integer` give whole numbers: the frames say which they are.
     """
     gen = es.assemble(list(releases) or None, key=key_hex or None, keyring=keyring, store=store_path,
-                      devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum,
-                      integer=integer or None)
+                      devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum)
     if output:
         gen.save(output)
     summary = gen.summary()

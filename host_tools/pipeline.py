@@ -81,7 +81,7 @@ def _fit(x, names, bounds, epsilon, integer, seed, ram, n_max, progress, total):
         progress(done, total)
     frame = simulate(cfg, x, seed, runtime=runtime(), columns=names, device_id="host",
                      progress=fed if progress else None)
-    return assemble([frame], integer=integer), cfg
+    return assemble([frame]), cfg
 
 
 def synthesize(data, *, bounds, epsilon, n, columns=None, integer=None, seed=None, ram=HOST_RAM,

@@ -109,7 +109,8 @@ class Generator:
     @property
     def integer(self):
         """One bool per column: True where the values are whole numbers (the
-        channels assemble's ``integer`` declared, and a profile's counts)."""
+        channels the plan declared integer, as the frames state them, and a
+        profile's counts)."""
         return list(self.model.integer)
 
     def __repr__(self):
@@ -176,7 +177,7 @@ class Generator:
 
 
 def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, config_id=None, mechanism=None,
-             force_sum=False, integer=None):
+             force_sum=False):
     """Verify release frames, merge those of one configuration and build a Generator.
 
     frames: frame bytes (one or several frames back to back), Release
@@ -189,11 +190,11 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
         several ("privhp", "cdf", "profile"; default: the only one present).
     force_sum: profile only, sum sketches of the same ids anyway (the error
         grows as kappa**k).
-    integer: the integer channels (privhp, cdf): names (list or "a,b") or
-        0-based positions, as the plan declared them; their synthetic values
-        are whole numbers, uniform over the integers of a cell. Frames carry
-        bounds as floats whatever the config says, so this is not read off
-        them; the generator file keeps it.
+
+    The channels the plan declared integer (es.plan's ``integer``) are
+    integer in the generator too: the frames state them (their bounds travel
+    as integers), and their synthetic values are whole numbers, uniform over
+    the integers of a cell (Generator.integer).
 
     Raises MergeError when frames of different configurations are given.
     """
@@ -210,7 +211,7 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
                 rels = st.releases(devices=list(devices) if devices else None, config_id=config_id)
     else:
         rels = read_frames(frames, key=key, keyring=keyring)
-    return Generator(assemble_any(rels, mechanism, force_sum, integer))
+    return Generator(assemble_any(rels, mechanism, force_sum))
 
 
 def load(path):

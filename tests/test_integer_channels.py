@@ -2,7 +2,6 @@
 declared (plan --integer / es.plan(integer=...)) and give whole-number
 synthetic values (issue 17, item 1)."""
 import json
-import re
 
 import msgpack
 import numpy as np
@@ -136,7 +135,7 @@ def test_integer_channels_give_whole_numbers_within_bounds(tmp_path):
     x = np.c_[rng.uniform(-20, 45, 40000), rng.integers(3, 40, 40000)]
     cfg = es.plan({"temp": (-20, 45), "count": (3, 40)}, epsilon=1, ram="64K", integer=["count"], hash_seed="i")
     frames = es.simulate(cfg, x, seed=4, runtime="numpy")
-    gen = es.assemble(frames, integer="count")
+    gen = es.assemble(frames)  # the frames state the integer channel
     assert gen.integer == [False, True] and gen.summary()["integer"] == ["count"]
     df = gen.sample(50000, seed=6)
     assert str(df["count"].dtype) == "int64" and str(df["temp"].dtype) == "float64"
@@ -145,11 +144,8 @@ def test_integer_channels_give_whole_numbers_within_bounds(tmp_path):
     gen.save(tmp_path / "g.es")
     again = es.load(tmp_path / "g.es")
     assert again.integer == [False, True] and again.sample(1000, seed=6).equals(gen.sample(1000, seed=6))
-    assert es.assemble(frames).integer == [False, False]  # frames do not carry the declaration
-    with pytest.raises(es.InputError, match="the channels are temp, count"):
-        es.assemble(frames, integer="counts")
     cdf = es.plan({"count": (3, 40)}, epsilon=1, mechanism="cdf", ram="32K", integer="count")
-    g = es.assemble(es.simulate(cdf, x[:, 1:], seed=4, runtime="numpy"), integer=["count"])
+    g = es.assemble(es.simulate(cdf, x[:, 1:], seed=4, runtime="numpy"))
     y = g.sample_array(20000, seed=1)[:, 0]
     assert np.all(y == np.round(y)) and y.min() >= 3 and y.max() <= 40 and g.integer == [True]
 
@@ -201,7 +197,7 @@ def test_cells_match_the_device_binning_exactly():
 def test_generator_files_without_the_flag_load_as_real_valued():
     x = _clusters(5000)
     cfg = es.plan({"a": (0, 10), "b": (0, 10)}, epsilon=1, ram="32K", integer="a,b")
-    gen = es.assemble(es.simulate(cfg, x * 10, seed=1, runtime="numpy"), integer="a,b")
+    gen = es.assemble(es.simulate(cfg, x * 10, seed=1, runtime="numpy"))
     m = msgpack.unpackb(gen.to_bytes(), raw=False)
     assert m["integer"] == [True, True]
     del m["integer"]  # a file written before the flag existed
@@ -214,7 +210,7 @@ def test_generator_files_without_the_flag_load_as_real_valued():
         es.Generator.from_bytes(msgpack.packb(m))
 
 
-def test_cli_assemble_integer_then_sample(tmp_path):
+def test_cli_plan_integer_then_assemble_and_sample(tmp_path):
     rng = np.random.default_rng(8)
     csv, cfg, fr, gen = (tmp_path / n for n in ("d.csv", "c.json", "f.bin", "g.es"))
     np.savetxt(csv, np.c_[rng.uniform(0, 1, 5000), rng.integers(0, 100, 5000)], delimiter=",", fmt="%.6g",
@@ -223,17 +219,8 @@ def test_cli_assemble_integer_then_sample(tmp_path):
                "--ram", "32K", "-o", cfg)[0] == 0
     assert run("simulate", "--config", cfg, "--input", csv, "--columns", "level,count", "--seed", "01",
                "--runtime", "numpy", "-o", fr)[0] == 0
-    assert run("assemble", fr, "--integer", "count", "-o", gen)[0] == 0
+    assert run("assemble", fr, "-o", gen)[0] == 0  # declared once, at plan
     g = es.load(gen)
     assert g.integer == [False, True]
     y = g.sample_array(3000, seed=2)
     assert np.all(y[:, 1] == np.round(y[:, 1])) and y[:, 1].min() >= 0 and y[:, 1].max() <= 100
-
-
-def test_assemble_refuses_an_integer_declaration_the_bounds_cannot_carry():
-    rng = np.random.default_rng(9)
-    for bounds, why in (("0.5:3", "bounds [0.5, 3.0] are not whole numbers"), ("0:1e12", "span exceeds 2**29 - 1")):
-        cfg = es.plan(bounds, epsilon=1, mechanism="cdf", bins=16)
-        frames = es.simulate(cfg, rng.random((50, 1)), seed=1, runtime="numpy")
-        with pytest.raises(es.InputError, match="--integer: channel x0 is integer but its " + re.escape(why)):
-            es.assemble(frames, integer="x0")

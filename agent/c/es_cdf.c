@@ -191,11 +191,11 @@ static void encode(const es_mech_t *base, es_enc_t *e)
     es_enc_uint(e, total);
     es_enc_uint(e, c->q);
     es_enc_key(e, "hi");
-    es_enc_f64_array(e, c->hi_bits, c->d);
+    es_enc_bounds(e, c->hi_bits, c->int_mask, c->d);
     es_enc_key(e, "kind");
     es_enc_key(e, "cdf");
     es_enc_key(e, "lo");
-    es_enc_f64_array(e, c->lo_bits, c->d);
+    es_enc_bounds(e, c->lo_bits, c->int_mask, c->d);
     es_enc_key(e, "names");
     es_enc_strs(e, c->names, c->d);
     es_enc_key(e, "nodes");

@@ -20,10 +20,10 @@ typedef struct {
     const uint32_t *branching;     /* m factors >= 2, product in [K, 2**29] */
     uint64_t q;                    /* budget denominator */
     const uint64_t *sigma;         /* m level shares: level i spends sigma[i]/q */
-    uint16_t int_mask;             /* bit c: channel c has integer bounds (exact binning) */
+    uint16_t int_mask;             /* bit c: integer bounds (exact binning; ints in the frame) */
     const int32_t *lo_i, *hi_i;    /* integer bounds for es_cdf_update_i32; may be NULL */
     const double *lo_f, *hi_f;     /* bounds as the Python agent holds them (es_cdf_update_f64) */
-    const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi): the frame's */
+    const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi), for the frame */
     const char *const *names;      /* d NUL-terminated UTF-8 channel names */
 } es_cdf_cfg_t;
 

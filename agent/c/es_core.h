@@ -154,7 +154,9 @@ void es_enc_i32_le(es_enc_t *e, const int32_t *v, size_t n);  /* packed items */
 void es_enc_u16_le(es_enc_t *e, const uint16_t *v, size_t n);
 void es_enc_key(es_enc_t *e, const char *s);                   /* a NUL-terminated str */
 void es_enc_strs(es_enc_t *e, const char *const *s, uint32_t n); /* an array of them */
-void es_enc_f64_array(es_enc_t *e, const uint64_t *bits, uint32_t n); /* bounds, as IEEE bits */
+/* n bounds given as IEEE bits: ints where int_mask's bit is set (integer
+ * channels, agent/msgpack_out.py Encoder.bounds), float64 elsewhere */
+void es_enc_bounds(es_enc_t *e, const uint64_t *bits, uint16_t int_mask, uint32_t n);
 void es_enc_u64_array(es_enc_t *e, const uint64_t *v, uint32_t n);
 
 /* ---- every mechanism state starts with this header -------------------- */

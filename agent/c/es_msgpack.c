@@ -1,5 +1,6 @@
 /* A streaming msgpack writer with the canonical choices of agent/msgpack_out.py:
- * the smallest format for every integer, float64 for bounds, bin32 for the
+ * the smallest format for every integer, float64 for real-valued bounds (ints
+ * for an integer channel's), bin32 for the
  * payload, counters as little-endian bin blocks. Bytes collect in a 64-byte
  * chunk and go to the sink (and the MAC) when it fills, so a frame of any size
  * streams through a few dozen bytes of stack. With no sink it only counts. */
@@ -186,12 +187,31 @@ void es_enc_strs(es_enc_t *e, const char *const *s, uint32_t n)
         es_enc_key(e, s[i]);
 }
 
-void es_enc_f64_array(es_enc_t *e, const uint64_t *bits, uint32_t n)
+/* The value of an integral double given as IEEE-754 bits, without floating
+ * point (integer-only firmware links no soft-float helpers): the host gives
+ * integer bounds below 2**53 in magnitude (host_tools/ccore.py validate). */
+static int64_t whole_of_bits(uint64_t bits)
+{
+    unsigned exp = (unsigned)(bits >> 52) & 0x7FF;
+    uint64_t mant = (bits & ((1ULL << 52) - 1)) | (1ULL << 52), v;
+    if (exp < 1023)
+        v = 0; /* +-0: the only integral value below 1 in magnitude */
+    else if (exp <= 1075)
+        v = mant >> (1075 - exp);
+    else
+        v = mant << (exp > 1085 ? 10 : exp - 1075); /* beyond 2**53: refused by the host */
+    return bits >> 63 ? -(int64_t)v : (int64_t)v;
+}
+
+void es_enc_bounds(es_enc_t *e, const uint64_t *bits, uint16_t int_mask, uint32_t n)
 {
     uint32_t i;
     es_enc_array(e, n);
     for (i = 0; i < n; i++)
-        es_enc_f64_bits(e, bits[i]);
+        if (int_mask >> i & 1)
+            es_enc_int(e, whole_of_bits(bits[i]));
+        else
+            es_enc_f64_bits(e, bits[i]);
 }
 
 void es_enc_u64_array(es_enc_t *e, const uint64_t *v, uint32_t n)

@@ -192,7 +192,7 @@ static void encode(const es_mech_t *base, es_enc_t *e)
     es_enc_key(e, "hash_p");
     es_enc_uint(e, ES_HASH_P);
     es_enc_key(e, "hi");
-    es_enc_f64_array(e, c->hi_bits, c->d);
+    es_enc_bounds(e, c->hi_bits, c->int_mask, c->d);
     es_enc_key(e, "j");
     es_enc_uint(e, c->j);
     es_enc_key(e, "k");
@@ -200,7 +200,7 @@ static void encode(const es_mech_t *base, es_enc_t *e)
     es_enc_key(e, "kind");
     es_enc_key(e, "privhp");
     es_enc_key(e, "lo");
-    es_enc_f64_array(e, c->lo_bits, c->d);
+    es_enc_bounds(e, c->lo_bits, c->int_mask, c->d);
     es_enc_key(e, "names");
     es_enc_strs(e, c->names, c->d);
     es_enc_key(e, "q");

@@ -22,10 +22,10 @@ typedef struct {
     uint32_t k, w;                 /* pruning width; sketch width (power of two) */
     uint64_t q, clamp_p;           /* budget denominator; clamp counter's share */
     const uint64_t *sigma;         /* r+1 level shares */
-    uint16_t int_mask;             /* bit i: channel i has integer bounds */
+    uint16_t int_mask;             /* bit i: channel i has integer bounds (ints in the frame) */
     const int32_t *lo_i, *hi_i;    /* integer bounds (es_privhp_i32.c); may be NULL otherwise */
     const double *lo_f, *hi_f;     /* bounds as the Python agent holds them, for es_privhp_f64.c */
-    const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi): the frame's */
+    const uint64_t *lo_bits, *hi_bits; /* IEEE-754 bits of float(lo), float(hi), for the frame */
     const char *const *names;      /* d NUL-terminated UTF-8 channel names */
     const uint8_t *hash_seed;      /* public hash seed (UTF-8) */
     uint16_t hash_seed_len;        /* seeds are 1..64 characters: up to 256 UTF-8 bytes */

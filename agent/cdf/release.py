@@ -26,11 +26,11 @@ def encode(m, enc):
     enc.uint(num)
     enc.uint(den)
     enc.raw(K["hi"])
-    _floats(enc, m.hi)
+    enc.bounds(m.hi, m.lo, m.hi)
     enc.raw(K["kind"])
     enc.str(b"cdf")
     enc.raw(K["lo"])
-    _floats(enc, m.lo)
+    enc.bounds(m.lo, m.lo, m.hi)
     enc.raw(K["names"])
     enc.array(m.d)
     for nb in m.name_bytes:
@@ -47,10 +47,3 @@ def _uints(enc, values):
     enc.array(len(values))
     for v in values:
         enc.uint(v)
-
-
-def _floats(enc, values):
-    """Bounds travel as float64, as PrivHP's do."""
-    enc.array(len(values))
-    for v in values:
-        enc.float(float(v))

@@ -42,7 +42,7 @@ def encode(m, enc):
     enc.raw(K["hash_p"])
     enc.uint(P)
     enc.raw(K["hi"])
-    _numbers(enc, m.hi)
+    enc.bounds(m.hi, m.lo, m.hi)
     enc.raw(K["j"])
     enc.uint(m.j)
     enc.raw(K["k"])
@@ -50,7 +50,7 @@ def encode(m, enc):
     enc.raw(K["kind"])
     enc.str(b"privhp")
     enc.raw(K["lo"])
-    _numbers(enc, m.lo)
+    enc.bounds(m.lo, m.lo, m.hi)
     enc.raw(K["names"])
     enc.array(m.d)
     for nb in m.name_bytes:
@@ -71,10 +71,3 @@ def encode(m, enc):
     enc.packed(m.tree_rows, "<i", 4)
     enc.raw(K["w"])
     enc.uint(m.w)
-
-
-def _numbers(enc, values):
-    """Bounds always travel as float64 so a frame does not depend on JSON typing."""
-    enc.array(len(values))
-    for v in values:
-        enc.float(float(v))

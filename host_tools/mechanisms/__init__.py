@@ -40,11 +40,10 @@ def kinds_in(releases):
     return sorted({m.kind for rel in releases for m in rel.mechs})
 
 
-def assemble(releases, mechanism=None, force_sum=False, integer=None):
+def assemble(releases, mechanism=None, force_sum=False):
     """The generator of ``mechanism`` (default: the only kind present) from
-    verified ``releases``; ``force_sum`` is the profile's --force-sum,
-    ``integer`` the integer channels of privhp and cdf (names or 0-based
-    positions; frames do not carry them)."""
+    verified ``releases``; ``force_sum`` is the profile's --force-sum. The
+    frames state which channels are integer."""
     kinds = kinds_in(releases)
     if mechanism is None:
         if len(kinds) != 1:
@@ -53,8 +52,4 @@ def assemble(releases, mechanism=None, force_sum=False, integer=None):
         mechanism = kinds[0]
     if mechanism not in kinds:
         raise MergeError("no %s state in the given releases (they carry %s)" % (mechanism, ", ".join(kinds)))
-    if integer is None:
-        return REGISTRY[mechanism].assemble(releases, force_sum=force_sum)
-    if mechanism == "profile":
-        raise InputError("--integer applies to privhp and cdf channels; a profile's counts are integers already")
-    return REGISTRY[mechanism].assemble(releases, force_sum=force_sum, integer=integer)
+    return REGISTRY[mechanism].assemble(releases, force_sum=force_sum)

@@ -1,15 +1,51 @@
-"""Integer channels in generators: which integers a cell holds, how one is
-drawn, and the per-channel flag a generator file carries.
+"""Integer channels: how a frame states them, which integers a cell holds,
+how one is drawn, and the per-channel flag a generator file carries.
 
 A channel is integer when its plan declared it (its config bounds are ints).
-Frames carry bounds as float64 whatever their type, so the flag reaches a
-generator from ``assemble(..., integer=...)`` and is saved in its file; files
-written before the flag existed load as all real-valued.
+The device releases an integer channel's bounds as msgpack ints and every
+other channel's as float64 (docs/wire-format.md), so the flag travels from
+the plan through the frames to the generator, whose file keeps it. Frames
+and generator files written before integer channels existed carry floats
+only, and so decode and load as all real-valued.
 """
+import math
+
 import numpy as np
 
 from edgesynth.agent.privhp.build import MAX_INT_SPAN
-from edgesynth.errors import InputError
+from edgesynth.agent.spec import MAX_CHANNELS
+from edgesynth.errors import InputError, SchemaError
+
+EXACT_F64 = 1 << 53  # integer bounds must convert to float64 exactly
+
+
+def frame_bounds(m, kind, max_int_span):
+    """(lo, hi, integer) of a decoded privhp or cdf map ``m``: float64 arrays
+    and one bool per channel. A channel whose lo and hi are both ints (below
+    2**53 in magnitude, span at most ``max_int_span``, the device's) is
+    integer; both finite floats, real-valued; anything else is a
+    SchemaError naming ``kind``."""
+    lo, hi = m["lo"], m["hi"]
+    if not isinstance(lo, list) or not 1 <= len(lo) <= MAX_CHANNELS or not isinstance(hi, list) \
+            or len(hi) != len(lo):
+        raise SchemaError("%s.lo and %s.hi must list 1..%d bounds each, as many of one as of the other"
+                          % (kind, kind, MAX_CHANNELS))
+    integer = []
+    for i, (a, b) in enumerate(zip(lo, hi)):
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b)):
+            if not (abs(a) < EXACT_F64 and abs(b) < EXACT_F64 and 0 < b - a <= max_int_span):
+                raise SchemaError("%s channel %d: integer bounds must satisfy lo < hi, a span of at most %d "
+                                  "and magnitudes below 2**53" % (kind, i, max_int_span))
+            integer.append(True)
+        elif all(isinstance(v, float) and math.isfinite(v) for v in (a, b)):
+            integer.append(False)
+        else:
+            raise SchemaError("%s channel %d: lo and hi must be two integers (an integer channel) or two "
+                              "finite float64 values" % (kind, i))
+    lo, hi = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
+    if not np.all(lo < hi) or not np.all(np.isfinite(hi - lo)):
+        raise SchemaError("%s bounds must satisfy lo < hi with a finite span" % kind)
+    return lo, hi, integer
 
 
 def cell_integers(q, parts, lo, hi):

@@ -236,4 +236,4 @@ def hexdigest(b):
     return out
 
 
-GOLDEN_FRAME = (7879, "14024ac0a853b1477a5fce2feb08729c361a18589a74e186cca25d2fe826fe2e")
+GOLDEN_FRAME = (7865, "fc1758b597c32b08572ba7657bba707ecea0998a8e6d31b5c7f69f2cd2cd8960")

@@ -15,7 +15,7 @@ import numpy as np
 from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
 from edgesynth.mechanisms.cdf.estimate import cdf_from_leaves, cdf_what, gls_leaves, gls_need, quantiles
-from edgesynth.mechanisms.integers import cell_integers, check_flags, draw, positions
+from edgesynth.mechanisms.integers import cell_integers, check_flags, draw
 from edgesynth.merge import merge_states, refuse_force_sum
 from edgesynth.ram import require_host_memory
 
@@ -100,14 +100,12 @@ class CDFGenerator:
                 **self.meta}
 
 
-def assemble_cdf(releases, force_sum=False, integer=None):
+def assemble_cdf(releases, force_sum=False):
     """CDF generator for the merged CDF state of ``releases`` (``force_sum``:
-    profile only); ``integer`` names its integer channels (see
-    integers.positions)."""
+    profile only); its integer channels are those the frames state
+    (integer bounds)."""
     refuse_force_sum(force_sum, "cdf")
     state, used = merge_states(releases, "cdf")
-    declared = positions(integer, state.names)
-    flags = check_flags([i in declared for i in range(state.d)], state.names, state.lo, state.hi, "--integer")
     require_host_memory(gls_need(state.K, state.branching, state.d),
                         "assembling " + cdf_what(state.K, state.branching, state.d))
     F, totals = [], []
@@ -129,4 +127,4 @@ def assemble_cdf(releases, force_sum=False, integer=None):
         "noise_sd_per_level": np.sqrt(state.var).tolist(),
         "estimated_readings": totals,
     }
-    return CDFGenerator(state.names, state.lo, state.hi, np.array(F), meta, flags)
+    return CDFGenerator(state.names, state.lo, state.hi, np.array(F), meta, state.integer)

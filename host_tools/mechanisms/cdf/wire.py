@@ -5,10 +5,11 @@ import math
 
 import numpy as np
 
-from edgesynth.agent.cdf.build import MAX_BINS, MAX_COUNTERS, MAX_LEAVES, MAX_LEVELS
+from edgesynth.agent.cdf.build import MAX_BINS, MAX_COUNTERS, MAX_INT_SPAN, MAX_LEAVES, MAX_LEVELS
 from edgesynth.agent.spec import MAX_CHANNELS, MAX_Q
 from edgesynth.errors import MergeError, SchemaError
 from edgesynth.mechanisms.cdf.estimate import stored_widths
+from edgesynth.mechanisms.integers import frame_bounds
 from edgesynth.noise import check_scale, dlap_variance
 
 KEYS = ("bins", "branching", "budget", "hi", "kind", "lo", "names", "nodes", "q", "sigma")
@@ -28,7 +29,8 @@ def _ints(m, name, n, lo, hi):
 class CDFState:
     """Decoded CDF trees. ``levels[c][i]`` float64 noisy counts of channel c's
     stored level-(i+1) nodes; ``var[i]`` their noise variance (adds on
-    merge); ``frames`` counts merged releases."""
+    merge); ``frames`` counts merged releases; ``integer`` one bool per
+    channel (the frame gave its bounds as ints)."""
 
     kind = "cdf"
 
@@ -37,17 +39,8 @@ class CDFState:
         if sorted(m) != list(KEYS):
             raise SchemaError("cdf keys %s differ from %s" % (sorted(m), list(KEYS)))
         s = cls()
-        lo, hi, names = m["lo"], m["hi"], m["names"]
-        if not isinstance(lo, list) or not 1 <= len(lo) <= MAX_CHANNELS:
-            raise SchemaError("cdf.lo must list 1..%d bounds" % MAX_CHANNELS)
-        d = len(lo)
-        for name, v in (("lo", lo), ("hi", hi)):
-            if not isinstance(v, list) or len(v) != d or \
-                    not all(isinstance(x, float) and math.isfinite(x) for x in v):
-                raise SchemaError("cdf.%s must list %d finite float64 values" % (name, d))
-        s.lo, s.hi = np.array(lo), np.array(hi)
-        if not np.all(s.lo < s.hi) or not np.all(np.isfinite(s.hi - s.lo)):
-            raise SchemaError("cdf bounds must satisfy lo < hi with a finite span")
+        s.lo, s.hi, s.integer = frame_bounds(m, "cdf", MAX_INT_SPAN)
+        names, d = m["names"], len(s.lo)
         if not isinstance(names, list) or len(names) != d or \
                 not all(isinstance(x, str) and 0 < len(x) <= 64 for x in names):
             raise SchemaError("cdf.names must list %d short strings" % d)
@@ -86,7 +79,8 @@ class CDFState:
         return s
 
     def config_id(self):
-        """Hex digest of every public parameter; equal ids can be merged."""
+        """Hex digest of every public parameter but the integer flags (see
+        merged_with); equal ids can be merged."""
         h = hashlib.sha256()
         for part in ("cdf", self.names, self.lo.tolist(), self.hi.tolist(), self.K, self.branching,
                      self.q, self.sigma, self.factor):
@@ -104,10 +98,14 @@ class CDFState:
         out.levels = [[a + b for a, b in zip(la, lb)] for la, lb in zip(self.levels, other.levels)]
         out.var = self.var + other.var
         out.frames = self.frames + other.frames
+        # the same config bins alike whichever way a frame writes its bounds:
+        # a channel stays integer when every frame says so (older agents' say real)
+        out.integer = [a and b for a, b in zip(self.integer, other.integer)]
         return out
 
     def describe(self):
         """JSON-ready summary for `edgesynth inspect`."""
         return {"kind": "cdf", "channels": self.names, "lo": self.lo.tolist(), "hi": self.hi.tolist(),
-                "bins": self.K, "branching": self.branching, "epsilon": "%d/%d" % self.budget,
+                "integer": [n for n, f in zip(self.names, self.integer) if f], "bins": self.K,
+                "branching": self.branching, "epsilon": "%d/%d" % self.budget,
                 "noise_sd_per_level": np.sqrt(self.var).tolist(), "config_id": self.config_id()}

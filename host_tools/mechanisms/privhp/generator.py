@@ -14,7 +14,7 @@ import numpy as np
 
 from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
-from edgesynth.mechanisms.integers import cell_integers, check_flags, draw, positions
+from edgesynth.mechanisms.integers import cell_integers, check_flags, draw
 from edgesynth.mechanisms.privhp.growth import (
     Leaves,
     generator_need,
@@ -144,14 +144,12 @@ class Generator:
         }
 
 
-def assemble_privhp(releases, force_sum=False, integer=None):
+def assemble_privhp(releases, force_sum=False):
     """Generator for the merged PrivHP state of ``releases`` (``force_sum``:
-    profile only); ``integer`` names its integer channels (see
-    integers.positions)."""
+    profile only); its integer channels are those the frames state
+    (integer bounds)."""
     refuse_force_sum(force_sum, "privhp")
     state, used = merge_states(releases, "privhp")
-    declared = positions(integer, state.names)
-    flags = check_flags([i in declared for i in range(state.d)], state.names, state.lo, state.hi, "--integer")
     require_host_memory(privhp_host_need(state.L, state.r, state.k, state.j, state.d),
                         "assembling a PrivHP state with r = %d, k = %d (%d leaves) over %d channel(s)"
                         % (state.r, state.k, leaf_count(state.L, state.r, state.k), state.d))
@@ -171,4 +169,4 @@ def assemble_privhp(releases, force_sum=False, integer=None):
         "noise_sd_root": math.sqrt(state.tree_var[0]),
         "noisy_clamped": state.clamp,
     }
-    return Generator(state.names, state.lo, state.hi, grow(state), meta, flags)
+    return Generator(state.names, state.lo, state.hi, grow(state), meta, state.integer)

@@ -1,15 +1,15 @@
 """Host view of a PrivHP mechanism state: schema check of the decoded map,
 numpy arrays, merge, and the noise bookkeeping that merging needs."""
 import hashlib
-import math
 
 import numpy as np
 
 from edgesynth.agent.hashing import MAX_WIDTH
 from edgesynth.agent.hashing import P as HASH_P
-from edgesynth.agent.privhp.build import MAX_COUNTERS, MAX_DEPTH
+from edgesynth.agent.privhp.build import MAX_COUNTERS, MAX_DEPTH, MAX_INT_SPAN
 from edgesynth.agent.spec import MAX_Q
 from edgesynth.errors import MergeError, SchemaError
+from edgesynth.mechanisms.integers import frame_bounds
 from edgesynth.noise import check_scale, dlap_variance
 
 KEYS = ("budget", "clamp", "clamp_p", "hash", "hash_p", "hi", "j", "k", "kind", "lo", "names",
@@ -27,15 +27,9 @@ def _int(m, name, lo, hi):
     return v
 
 
-def _floats(m, name, d):
-    v = m[name]
-    if not isinstance(v, list) or len(v) != d or not all(isinstance(x, float) and math.isfinite(x) for x in v):
-        raise SchemaError("privhp.%s must list %d finite float64 values" % (name, d))
-    return np.array(v, dtype=np.float64)
-
-
 class PrivHPState:
-    """Decoded PrivHP counters with their public parameters.
+    """Decoded PrivHP counters with their public parameters; ``integer``
+    one bool per channel (the frame gave its bounds as ints).
 
     Arrays: ``tree`` int64 (2**(L+1)-1,) in heap order; ``sketches`` int64
     (r-L, j, w); ``hash`` int64 (r-L, j, 4 or 8). ``tree_var``/``sketch_var``
@@ -50,13 +44,8 @@ class PrivHPState:
         if sorted(m) != list(KEYS):
             raise SchemaError("privhp keys %s differ from %s" % (sorted(m), list(KEYS)))
         s = cls()
-        lo = m["lo"]
-        if not isinstance(lo, list) or not 1 <= len(lo) <= MAX_CHANNELS:
-            raise SchemaError("privhp.lo must list 1..%d bounds" % MAX_CHANNELS)
-        d = len(lo)
-        s.lo, s.hi = _floats(m, "lo", d), _floats(m, "hi", d)
-        if not np.all(s.lo < s.hi) or not np.all(np.isfinite(s.hi - s.lo)):
-            raise SchemaError("privhp bounds must satisfy lo < hi with a finite span")
+        s.lo, s.hi, s.integer = frame_bounds(m, "privhp", MAX_INT_SPAN)
+        d = len(s.lo)
         names = m["names"]
         if not isinstance(names, list) or len(names) != d or \
                 not all(isinstance(x, str) and 0 < len(x) <= 64 for x in names):
@@ -114,7 +103,8 @@ class PrivHPState:
         return s
 
     def config_id(self):
-        """Hex digest of every public parameter; equal ids can be merged."""
+        """Hex digest of every public parameter but the integer flags (see
+        merged_with); equal ids can be merged."""
         h = hashlib.sha256()
         for part in (self.names, self.lo.tolist(), self.hi.tolist(), self.r, self.k, self.w, self.j,
                      self.sketch, self.q, self.sigma, self.clamp_p, self.factor):
@@ -136,6 +126,9 @@ class PrivHPState:
         out.sketch_var = self.sketch_var + other.sketch_var
         out.clamp_var = self.clamp_var + other.clamp_var
         out.frames = self.frames + other.frames
+        # the same config bins alike whichever way a frame writes its bounds:
+        # a channel stays integer when every frame says so (older agents' say real)
+        out.integer = [a and b for a, b in zip(self.integer, other.integer)]
         return out
 
 
