@@ -124,7 +124,8 @@ def test_generator_writes_integer_channels_as_integers(tmp_path):
     rng = np.random.default_rng(5)
     x = np.c_[rng.uniform(-20, 45, 20000), rng.integers(3, 40, 20000)]
     cfg = es.plan({"temp": (-20, 45), "count": (3, 40)}, epsilon=1, ram="32K", integer=["count"])
-    gen = es.assemble(es.simulate(cfg, x, seed=4, runtime="numpy"), integer="count")
+    gen = es.assemble(es.simulate(cfg, x, seed=4, runtime="numpy"))
+    assert gen.integer == [False, True]
     gen.write(tmp_path / "s.parquet", 3000, seed=1)
     back = pd.read_parquet(tmp_path / "s.parquet")
     assert [str(t) for t in back.dtypes] == ["float64", "int64"]
