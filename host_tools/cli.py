@@ -505,7 +505,7 @@ def evaluate(real, synthetic, columns, bounds, seed, as_json, missing, delimiter
     tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
     for t in tables:
         if t.skipped:
-            click.echo("note: %s:%s" % (t.source, _skipped(t)), err=True)
+            click.echo("note: %s%s" % (t.source, _skipped(t)), err=True)
     x, y = (t.data for t in tables)
     with _Bar("evaluate", total=0) as bar:
         report = es.evaluate(x, y, cols, bounds=bounds or None, seed=seed, progress=bar.update)
@@ -640,7 +640,7 @@ def report(real, synthetic, columns, bounds, config_path, generator_path, epsilo
     tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
     for t in tables:
         if t.skipped:
-            click.echo("note: %s:%s" % (t.source, _skipped(t)), err=True)
+            click.echo("note: %s%s" % (t.source, _skipped(t)), err=True)
     x, y = (t.data for t in tables)
     eps = epsilon or known.get("epsilon")
     size = parse_size(ram, "--ram") if ram else known.get("ram")
