@@ -11,6 +11,7 @@ to the commands that do not need them, nor to `edgesynth --help`.
 """
 import json
 import os
+import signal
 import sys
 
 import click
@@ -36,6 +37,7 @@ from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import RUNTIMES
 from edgesynth.simulation import MAX_U32
+from edgesynth.stdio import STDOUT, check_binary_stdout, is_stdio, read_once, refuse
 from edgesynth.synthesis import MAX_SAMPLE
 from edgesynth.targets import bundle as mpy_bundle
 from edgesynth.targets import deploy as board
@@ -47,6 +49,13 @@ EPILOG = ("Docs: `edgesynth docs` lists the pages installed with edgesynth (api,
 
 class Group(click.Group):
     """Turns every EdgesynthError into one stderr line and exit status 2."""
+
+    def invoke(self, ctx):
+        # Here, not in main: click's main catches EPIPE itself and exits 1.
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _reader_gone()
 
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
@@ -64,14 +73,22 @@ class Group(click.Group):
         except EdgesynthError as e:
             click.echo("error: %s" % e, err=True)
             sys.exit(2)
-        except BrokenPipeError:
-            sys.exit(0)
         except Exception as e:  # last resort: never a bare traceback for users
             if os.environ.get("EDGESYNTH_DEBUG"):
                 raise
             click.echo("internal error: %s: %s (set EDGESYNTH_DEBUG=1 for a traceback)"
                        % (type(e).__name__, e), err=True)
             sys.exit(1)
+
+
+def _reader_gone():
+    """The reader of stdout went away (`| head -1`): end as cat, seq or yes
+    do, killed by SIGPIPE (a shell says 141), with nothing on stderr. Python
+    ignores SIGPIPE so that a write raises instead; restore the default and
+    send it to ourselves: no exit handler then flushes into the closed pipe
+    ("Exception ignored ... BrokenPipeError")."""
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
 
 
 @click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -155,8 +172,13 @@ def _skipped(table):
                                                          format(table.skipped + len(table.data), ","))
 
 
-def _echo_json(obj):
-    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable))
+def _echo_json(obj, err=False):
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable), err=err)
+
+
+def _shown(output):
+    """How a summary line names an output: "stdout" for '-'."""
+    return STDOUT if is_stdio(output) else output
 
 
 def _jsonable(o):
@@ -213,7 +235,8 @@ def _jsonable(o):
               help="What runs the agent on the device; sets the RAM charged beyond the counters against "
                    "--ram (every mechanism; edgesynth docs deployment).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Config file to write (JSON).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Config file to write (JSON); '-' for stdout (the summary then goes to stderr).")
 def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, integer, n_max, sketch,
          j, clamp_share, uniform_split, hash_seed, relation, device_runtime, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
@@ -231,9 +254,9 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
     m, p = cfg["mechanisms"][0], cfg["plan"]
     if as_json:
         shown_keys = ("r", "k", "w", "j", "sketch") if mechanism == "privhp" else [k for k in m if k != "sigma"]
-        _echo_json({**p, **{k: m[k] for k in shown_keys}, "config": output})
+        _echo_json({**p, **{k: m[k] for k in shown_keys}, "config": _shown(output)}, err=is_stdio(output))
     else:
-        click.echo(_plan_line(m, p, output))
+        click.echo(_plan_line(m, p, _shown(output)), err=is_stdio(output))
 
 
 def _plan_line(m, p, output):
@@ -268,8 +291,9 @@ def _resolution_text(m, p):
 
 
 @main.command()
-@click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Combined config to write.")
+@click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Combined config to write; '-' for stdout (the summary then goes to stderr).")
 def combine(configs, output):
     """Put the mechanisms of several configs on one device: epsilon adds up,
     one release carries every mechanism's state (each reads its own columns).
@@ -277,18 +301,19 @@ def combine(configs, output):
     Prints the exact counter bytes of all parts; the runtime overhead of a
     combined device is not measured, so nothing is checked against a RAM budget.
     """
+    read_once(configs)  # one of CONFIGS may be '-' (stdin)
     cfg = es.combine(configs)
     es.write_config(output, cfg)
     names = " + ".join("%s(%s)" % (m["kind"], ",".join(m.get("names") or [])) for m in cfg["mechanisms"])
     click.echo("wrote %s: %s; epsilon %s; counters %d B in all, plus the runtime's overhead (not measured for "
                "combined configs: no RAM check)"
-               % (output, names, cfg["plan"]["epsilon"], cfg["plan"]["counter_bytes"]))
+               % (_shown(output), names, cfg["plan"]["epsilon"], cfg["plan"]["counter_bytes"]), err=is_stdio(output))
 
 
 # ----------------------------------------------------------------- simulate
 @main.command()
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
-              help="Device config from `plan`.")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Device config from `plan`; '-' for stdin (then --input is a file).")
 @click.option("--input", "input_path", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="CSV with a header row, Parquet if it ends in .parquet, '-' for stdin.")
 @click.option("--columns", default=None,
@@ -327,7 +352,8 @@ def combine(configs, output):
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key: tag the frame with HMAC-SHA256.")
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring from `keys new`: tag frames with the key of --device-id.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Frame file to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Frame file to write; '-' for stdout, not a terminal (the summary then goes to stderr).")
 @_reading_options
 def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_id, epoch, seq, time_column, window,
              start, end, key_hex, keyring, output, missing, delimiter):
@@ -343,6 +369,9 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     timed = (time_column, window, start, end)
     if any(v is not None for v in timed) and not all(v is not None for v in timed):
         raise InputError("--time-column, --window, --start and --end go together")
+    read_once([config_path, input_path], ["--config", "--input"])
+    if is_stdio(output):
+        check_binary_stdout("frames")  # before the agent runs, not after
     cfg = es.load_config(config_path)
     mapping = dict(column_map(cfg, columns))  # file column -> channel; the channels keep the config's names
     cols = list(mapping)
@@ -369,7 +398,7 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
         else:
             frames = es.simulate_windows(cfg, data, times, window, start, end, seed or None, progress=bar.advance,
                                          **run)
-    write_bytes(output, b"".join(f for _, f in frames))
+    write_bytes(output, b"".join(f for _, f in frames), what="frames")
     if outside:
         click.echo("note: %.2f%% of readings were outside the bounds and were clamped into the edge cells"
                    % (100 * outside), err=True)
@@ -378,8 +407,8 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     size = "%d-byte frame" % len(frames[0][1]) if window is None else \
         "%d frames (windows %d..%d of %d s), %d bytes" % (len(frames), frames[0][0], frames[-1][0], window,
                                                           sum(len(f) for _, f in frames))
-    click.echo("wrote %s: %d readings%s, %s%s" % (output, len(data), _skipped(table), size,
-                                                 ", tagged" if key_hex or keyring else ""))
+    click.echo("wrote %s: %d readings%s, %s%s" % (_shown(output), len(data), _skipped(table), size,
+                                                 ", tagged" if key_hex or keyring else ""), err=is_stdio(output))
 
 
 # ----------------------------------------------------------------- firmware
@@ -393,8 +422,9 @@ def firmware():
               help="Target core; compiled with Debian's arm-none-eabi-gcc at -Os.")
 @click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
               help="Device config: also report its RAM (counters + state).")
-@click.option("--header", default=None, type=click.Path(dir_okay=False),
-              help="Write the config's public parameters as a C header (es_config.h) here; needs --config.")
+@click.option("--header", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the config's public parameters as a C header (es_config.h) here ('-': stdout, the "
+                   "report then goes to stderr); needs --config.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def firmware_build(cpu, config_path, header, as_json):
     """Build the C core for a Cortex-M and report flash (text, data), RAM (bss,
@@ -403,22 +433,24 @@ def firmware_build(cpu, config_path, header, as_json):
         raise InputError("--header needs --config")
     cfg = es.load_config(config_path) if config_path else None
     report = arm.build(cpu, cfg)
+    err = is_stdio(header)
     if header:
         write_text(header, arm.config_header(cfg, os.path.basename(config_path)))
-        report["header"] = header
+        report["header"] = _shown(header)
     if as_json:
-        _echo_json(report)
+        _echo_json(report, err=err)
     else:
         for line in arm.format_report(report):
-            click.echo(line)
+            click.echo(line, err=err)
         if header:
-            click.echo("wrote %s" % header)
+            click.echo("wrote %s" % _shown(header), err=err)
 
 
 # ----------------------------------------------------------------- assemble
 @main.command()
-@click.argument("releases", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Generator file to write.")
+@click.argument("releases", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Generator file to write; '-' for stdout, not a terminal (the summary then goes to stderr).")
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key that every frame must be tagged with.")
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring: every frame must carry a valid tag under its device's key.")
@@ -435,18 +467,21 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
     """Verify release frames, merge those of one configuration, and build a generator.
 
     Frames come from files (RELEASES) or from an ingest store (--store), whose
-    frames were verified when they were stored. Channels planned with
-    `plan --integer` give whole numbers: the frames say which they are.
+    frames were verified when they were stored; '-' among RELEASES reads
+    frames from stdin. Channels planned with `plan --integer` give whole
+    numbers: the frames say which they are.
     """
+    if is_stdio(output):
+        check_binary_stdout("a generator")
     gen = es.assemble(list(releases) or None, key=key_hex or None, keyring=keyring, store=store_path,
                       devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum)
     if output:
         gen.save(output)
     summary = gen.summary()
     if as_json:
-        _echo_json(summary)
+        _echo_json(summary, err=is_stdio(output))
     else:
-        click.echo(_assemble_line(summary, output))
+        click.echo(_assemble_line(summary, output and _shown(output)), err=is_stdio(output))
     if not output and not as_json:
         click.echo("(nothing written: pass -o FILE to save the generator)", err=True)
 
@@ -467,13 +502,13 @@ def _assemble_line(summary, output):
 
 # ------------------------------------------------------------------- sample
 @main.command()
-@click.argument("generator", type=click.Path(dir_okay=False))
+@click.argument("generator", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("-n", "count", required=True, type=click.IntRange(1, MAX_SAMPLE), help="Number of synthetic rows.")
 @click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1), help="Seed for reproducible samples.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="File to write: Parquet if it ends in .parquet, else CSV; '-' for CSV on stdout.")
 def sample(generator, count, seed, output):
-    """Draw synthetic rows from a generator (free: no further privacy cost).
+    """Draw synthetic rows from GENERATOR ('-': stdin) (free: no further privacy cost).
 
     Memory stays flat in -n. A file appears only once complete: an error or
     Ctrl-C leaves no partial file and any previous one unchanged.
@@ -481,8 +516,7 @@ def sample(generator, count, seed, output):
     gen = es.load(generator)
     with _Bar("sampling", total=count) as bar:
         gen.write(output, count, seed, progress=bar.advance)
-    click.echo("wrote %s: %d rows of %s" % ("stdout" if output == "-" else output, count, ",".join(gen.names)),
-               err=output == "-")
+    click.echo("wrote %s: %d rows of %s" % (_shown(output), count, ",".join(gen.names)), err=is_stdio(output))
 
 
 # ----------------------------------------------------------------- evaluate
@@ -500,8 +534,7 @@ def evaluate(real, synthetic, columns, bounds, seed, as_json, missing, delimiter
     """Compare synthetic rows with real ones (W1 per channel, joint W1, range queries)
     beside a uniform baseline."""
     cols = _columns(columns)
-    if real == synthetic == "-":
-        raise InputError("--real and --synthetic cannot both be - (stdin)")
+    read_once([real, synthetic], ["--real", "--synthetic"])
     tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
     for t in tables:
         if t.skipped:
@@ -599,10 +632,10 @@ def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed,
 @click.option("--columns", required=True, help="Columns to compare, comma separated.")
 @click.option("--bounds", default=None, help="Public bounds LO:HI[,...], marked on the axes (default: those of "
                                             "--config or --generator, else the range of both files, unmarked).")
-@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
-              help="Device config from `plan`: bounds, epsilon and device size for the title.")
-@click.option("--generator", "generator_path", default=None, type=click.Path(dir_okay=False),
-              help="Generator file from `assemble`: bounds and epsilon for the title.")
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Device config from `plan`: bounds, epsilon and device size for the title ('-': stdin).")
+@click.option("--generator", "generator_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Generator file from `assemble`: bounds and epsilon for the title ('-': stdin).")
 @click.option("--epsilon", default=None, help="Epsilon for the title (default: from --config or --generator).")
 @click.option("--ram", default=None, help="Device size for the title, e.g. 64K (default: from --config).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for evaluate's subsampling and queries.")
@@ -620,6 +653,8 @@ def report(real, synthetic, columns, bounds, config_path, generator_path, epsilo
     """
     if config_path and generator_path:
         raise InputError("pass --config or --generator, not both")
+    read_once([real, synthetic, config_path or generator_path],
+              ["--real", "--synthetic", "--config" if config_path else "--generator"])
     cols = _columns(columns)
     known = {}
     if config_path:
@@ -635,8 +670,6 @@ def report(real, synthetic, columns, bounds, config_path, generator_path, epsilo
             raise InputError("%s has %d channels, --columns %d" % (config_path or generator_path, len(known["lo"]),
                                                                    len(cols)))
         bounds = list(zip(known["lo"], known["hi"]))
-    if real == synthetic == "-":
-        raise InputError("--real and --synthetic cannot both be - (stdin)")
     tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
     for t in tables:
         if t.skipped:
@@ -664,10 +697,10 @@ def _size(nbytes):
 
 # ------------------------------------------------------------------ inspect
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key to verify tagged frames.")
 def inspect(file, key_hex):
-    """Describe a frame file, generator or device config (as JSON)."""
+    """Describe a frame file, generator or device config (as JSON); FILE '-' reads stdin."""
     _echo_json(es.inspect(file, key_hex or None))
 
 
@@ -715,7 +748,7 @@ def keys_list(keyring):
 
 # ------------------------------------------------------------ ingest, store
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False),
               help="SQLite store; created only where no file exists (an existing file must be a store).")
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False),
@@ -723,7 +756,7 @@ def keys_list(keyring):
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per frame on stdout: file, frame, device, epoch, seq, result, reason.")
 def ingest(files, store_path, keyring, as_json):
-    """Verify frames and append them durably to the store, in any order.
+    """Verify frames (FILES; '-': stdin) and append them durably to the store, in any order.
 
     Prints "ack FILE frame I DEVICE EPOCH SEQ stored|duplicate" after each
     frame's commit (FILE and DEVICE %-escaped, so one frame is one line), and
@@ -802,6 +835,7 @@ def store_migrate(old, store_path, keyring, as_json):
 def bundle(config_path, arch, emit, output, as_json):
     """Compile the agent and shims to .mpy (with mpy-cross) into a directory for a board."""
     if config_path:
+        refuse(config_path, "bundle --config", "the bundle copies the config file; give its path")
         es.load_config(config_path)  # refuse a broken config before compiling anything
     with _Bar("mpy-cross"):
         sizes = mpy_bundle.build(output, config_path, arch, emit=emit)

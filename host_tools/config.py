@@ -13,10 +13,11 @@ from edgesynth.agent.privhp.build import MAX_INT_SPAN
 from edgesynth.errors import InputError
 from edgesynth.filekind import check as check_kind
 from edgesynth.outputs import write_text
+from edgesynth.stdio import label, read_input
 
 
 def write_config(path, obj):
-    """Write the config ``obj`` as JSON to ``path`` (atomically)."""
+    """Write the config ``obj`` as JSON to ``path`` (atomically), or to stdout for "-"."""
     write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
@@ -127,18 +128,16 @@ def device_config(eps, relation, mech, notes):
 
 
 def load_config(path):
-    """The public device config written by `edgesynth plan`."""
+    """The public device config written by `edgesynth plan`; "-" reads it from stdin."""
+    data = read_input(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            cfg = json.load(fh)
-    except OSError as e:
-        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
-    except ValueError as e:
-        check_kind(path, "config")  # another edgesynth file: say which and what takes it
-        raise InputError("%s: not valid JSON (%s)" % (path, e))
+        cfg = json.loads(data.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError too
+        check_kind(path, "config", data)  # another edgesynth file: say which and what takes it
+        raise InputError("%s: not valid JSON (%s)" % (label(path), e))
     if not isinstance(cfg, dict) or not isinstance(cfg.get("mechanisms"), list):
-        check_kind(path, "config")
-        raise InputError("%s: not an edgesynth device config (run `edgesynth plan`)" % path)
+        check_kind(path, "config", data)
+        raise InputError("%s: not an edgesynth device config (run `edgesynth plan`)" % label(path))
     return cfg
 
 

@@ -7,6 +7,7 @@ from edgesynth.filekind import FRAME_HEAD
 from edgesynth.filekind import check as check_kind
 from edgesynth.frames import iter_file_frames, read_into
 from edgesynth.mechanisms import load_generator
+from edgesynth.stdio import label, open_input
 
 MAX_INSPECT = 512 << 20  # bytes of a generator or config; frame files are streamed, any size
 DESCRIBED = ("frames", "generator", "config")
@@ -48,27 +49,29 @@ def _fraction(v):
 
 
 def describe(path, key=None):
-    """JSON-ready description of a frame file, generator file or device config."""
+    """JSON-ready description of a frame file, generator file or device
+    config at ``path`` ("-": stdin)."""
+    name = label(path)
     try:
-        with open(path, "rb") as fh:
+        with open_input(path, "a frame file, generator or device config") as fh:
             if fh.peek(len(FRAME_HEAD)).startswith(FRAME_HEAD):
-                return _frames(path, fh, key)
+                return _frames(name, fh, key)
             data = bytearray()
             read_into(fh, data, MAX_INSPECT + 1)
     except OSError as e:
-        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
+        raise InputError("%s: cannot read (%s)" % (name, e.strerror or e))
     check_kind(path, DESCRIBED, data)  # a keyring, store or table: say what it is and what takes it
     if not data:
-        raise InputError("%s: file is empty" % path)
+        raise InputError("%s: file is empty" % name)
     if len(data) > MAX_INSPECT:
-        raise InputError("%s: larger than %d bytes" % (path, MAX_INSPECT))
+        raise InputError("%s: larger than %d bytes" % (name, MAX_INSPECT))
     if data.lstrip()[:1] == b"{":
-        return plain_epsilon(_config(path, data))
+        return plain_epsilon(_config(name, data))
     try:
-        gen = load_generator(data, path)
+        gen = load_generator(data, name)
     except InputError:
-        raise InputError("%s: not a frame file, generator or device config" % path)
-    return plain_epsilon({"file": path, "type": "generator", **gen.summary()})
+        raise InputError("%s: not a frame file, generator or device config" % name)
+    return plain_epsilon({"file": name, "type": "generator", **gen.summary()})
 
 
 def _frames(path, fh, key):

@@ -12,6 +12,7 @@ import shlex
 
 from edgesynth.agent.wire import MAGIC
 from edgesynth.errors import InputError
+from edgesynth.stdio import label
 
 SNIFF_BYTES = 1 << 20  # JSON files (configs, keyrings) are parsed whole up to this size
 FRAME_HEAD = b"\x94\xa4" + MAGIC  # a frame's envelope: fixarray(4), fixstr(4) "ESF1"
@@ -103,7 +104,7 @@ def check(path, wanted, data=None):
     """Raise InputError when ``path`` holds a known kind other than
     ``wanted`` (a KINDS key or a tuple of them), naming what it is and the
     command that takes it; return otherwise. ``data``: the file's bytes when
-    already read."""
+    already read (always, for "-": stdin cannot be read again)."""
     wanted = (wanted,) if isinstance(wanted, str) else tuple(wanted)
     found = kind_of(path) if data is None else sniff(bytes(data[:SNIFF_BYTES]))
     if found is None or found in wanted:
@@ -111,4 +112,4 @@ def check(path, wanted, data=None):
     what, taker = KINDS[found]
     names = [WANTED[w] for w in wanted]
     expected = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-    raise InputError("%s is %s, not %s; %s" % (path, what, expected, taker.format(p=shlex.quote(str(path)))))
+    raise InputError("%s is %s, not %s; %s" % (label(path), what, expected, taker.format(p=shlex.quote(str(path)))))

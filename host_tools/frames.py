@@ -18,8 +18,9 @@ from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.privhp.build import MAX_COUNTERS
 from edgesynth.agent.wire import FORMAT, MAGIC, MAX_DEVICE_ID, MAX_MECHANISMS, PAYLOAD_KEYS, RELATIONS, device_id_bytes
 from edgesynth.decode import decode_budget, scan_msgpack
-from edgesynth.errors import BadEnvelope, BadPayload, BadTag, FrameError, SchemaError, TruncatedFrame
+from edgesynth.errors import BadEnvelope, BadPayload, BadTag, FrameError, InputError, SchemaError, TruncatedFrame
 from edgesynth.mechanisms import REGISTRY
+from edgesynth.stdio import is_stdio, label, open_input
 
 MAX_PAYLOAD = 4 * MAX_COUNTERS + (1 << 20)  # bytes: the largest state a config allows, plus room
 # The deepest legal path is payload.mechs[i].sample.keys[j]: 5 nested containers.
@@ -272,17 +273,20 @@ def read_into(fh, buf, n):
 
 
 def read_frames(path, key_for=None, require_tag=False):
-    """All releases in a file of any size (streamed, iter_file_frames);
-    FrameError messages name the file and frame index."""
+    """All releases in a file of any size, or stdin for "-" (streamed,
+    iter_file_frames); FrameError messages name the file and frame index."""
     out = []
+    where = label(path)
     try:
-        with open(path, "rb") as fh:
+        with open_input(path, "frames") as fh:
             for rel in iter_file_frames(fh, key_for, require_tag):
                 out.append(rel)
+    except InputError as e:
+        raise FrameError(str(e))
     except OSError as e:
-        raise FrameError("%s: cannot read (%s)" % (path, e.strerror or e))
+        raise FrameError("%s: cannot read (%s)" % (where, e.strerror or e))
     except FrameError as e:
-        raise type(e)("%s: frame %d: %s" % (path, len(out), e))
+        raise type(e)("%s: frame %d: %s" % (where, len(out), e))
     if not out:
-        raise FrameError("%s: file is empty" % path)
+        raise FrameError("%s: %s" % (where, "no frames" if is_stdio(path) else "file is empty"))
     return out

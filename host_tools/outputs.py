@@ -4,7 +4,8 @@ directory fsynced so the rename itself survives a power cut.
 
 A run that fails part-way (disk full, an error, Ctrl-C) leaves the previous
 output untouched and no partial file behind; the error names the path and what
-happened. ``-`` is not special here: callers that accept stdout handle it.
+happened. ``write_bytes`` and ``write_text`` take "-" for stdout
+(edgesynth.stdio); ``atomic_output`` writes files only and refuses "-".
 
 What the path names decides how it is written:
 - nothing, or a regular file: temporary file and rename; a replaced file keeps
@@ -20,6 +21,7 @@ import secrets
 import stat
 
 from edgesynth.errors import InputError
+from edgesynth.stdio import is_stdio, write_stdout
 
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -53,8 +55,12 @@ def atomic_output(path, mode="wb", perms=None, encoding=None, newline=None):
     ends without an exception (see the module docstring for symlinks and
     devices). ``perms``: mode bits of the new file, set from its first byte
     (0o600 for secrets); None keeps those of the file replaced, else 0o644.
-    OSErrors become InputErrors naming ``path``.
+    OSErrors become InputErrors naming ``path``. "-" is refused: a secret
+    (``perms`` 0o600) never goes to stdout, and nothing else comes here for it.
     """
+    if is_stdio(path):
+        raise InputError("'-' (stdout) cannot take %s; give a file's path"
+                         % ("a secret: keys never go to stdout" if perms == 0o600 else "this output"))
     target = os.path.realpath(path)  # a symlink's target is what gets replaced
     try:
         st = os.stat(target)
@@ -98,13 +104,20 @@ def atomic_output(path, mode="wb", perms=None, encoding=None, newline=None):
     fsync_dir(directory)
 
 
-def write_bytes(path, data, perms=None):
-    """Replace ``path`` atomically with ``data`` (bytes)."""
+def write_bytes(path, data, perms=None, what="binary data"):
+    """Replace ``path`` atomically with ``data`` (bytes); "-" writes them to
+    stdout, unless it is a terminal (InputError naming ``what``)."""
+    if is_stdio(path) and perms is None:
+        write_stdout(data, what)
+        return
     with atomic_output(path, "wb", perms) as fh:
         fh.write(data)
 
 
 def write_text(path, text, perms=None):
-    """Replace ``path`` atomically with ``text`` (UTF-8)."""
+    """Replace ``path`` atomically with ``text`` (UTF-8); "-" writes it to stdout."""
+    if is_stdio(path) and perms is None:
+        write_stdout(text, "text")
+        return
     with atomic_output(path, "w", perms, encoding="utf-8", newline="") as fh:
         fh.write(text)

@@ -20,6 +20,8 @@ from edgesynth.mechanisms import REGISTRY, load_generator
 from edgesynth.mechanisms import assemble as assemble_any
 from edgesynth.outputs import write_bytes
 from edgesynth.simulation import device_key
+from edgesynth.stdio import STDIN, is_stdio, read_input, read_once
+from edgesynth.stdio import label as path_label
 
 SAMPLE_BLOCK = 1 << 20  # rows drawn per call: bounds memory for any n; the CLI writes block by block
 MAX_SAMPLE = 10 ** 9    # rows one sample may ask for
@@ -55,8 +57,8 @@ def _bytes_frames(buf, label, key_for, require_tag):
 def read_frames(source, key=None, keyring=None):
     """Every release in ``source``, verified and decoded, as a list of Release.
 
-    source: a frame file's path, bytes holding one or several frames back to
-        back, a Release, or a list of these.
+    source: a frame file's path ("-": stdin, at most once), bytes holding
+        one or several frames back to back, a Release, or a list of these.
     key: HMAC key (bytes or hex) every frame must be tagged with; keyring (a
         path or es.load_keyring(...)): each frame must verify under its
         device's key. Without either, tags are not checked.
@@ -67,6 +69,7 @@ def read_frames(source, key=None, keyring=None):
     """
     key_for, require_tag = frame_keys(key, keyring)
     items = source if isinstance(source, (list, tuple)) else [source]
+    read_once(items)
     out = []
     for i, item in enumerate(items):
         label = "" if items is not source else "frames[%d]: " % i
@@ -74,6 +77,13 @@ def read_frames(source, key=None, keyring=None):
             out.append(item)
         elif isinstance(item, (bytes, bytearray, memoryview)):
             out.extend(_bytes_frames(item, label, key_for, require_tag))
+        elif is_stdio(item):
+            data = read_input(item, "frames")  # read whole: a wrong kind of file is then named from its bytes
+            try:
+                out.extend(_bytes_frames(data, STDIN + ": ", key_for, require_tag))
+            except FrameError:
+                check_kind(item, "frames", data)
+                raise
         elif isinstance(item, (str, os.PathLike)):
             try:
                 out.extend(read_frame_file(os.fspath(item), key_for=key_for, require_tag=require_tag))
@@ -130,8 +140,9 @@ class Generator:
         return cls(load_generator(bytes(data), source))
 
     def save(self, path):
-        """Write the generator file to ``path`` (replaced atomically); es.load reads it."""
-        write_bytes(os.fspath(path), self.to_bytes())
+        """Write the generator file to ``path`` (replaced atomically), or to
+        stdout for "-" (not a terminal); es.load reads it."""
+        write_bytes(os.fspath(path), self.to_bytes(), what="a generator")
 
     def blocks(self, n, seed=None):
         """``n`` rows (0..10**9) as float64 arrays of at most 2**20 rows each,
@@ -215,15 +226,12 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
 
 
 def load(path):
-    """The Generator saved at ``path`` (by gen.save or `edgesynth assemble -o`)."""
+    """The Generator saved at ``path`` (by gen.save or `edgesynth assemble
+    -o`); "-" reads it from stdin."""
     path = os.fspath(path)
+    data = read_input(path, "a generator")
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as e:
-        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
-    try:
-        return Generator(load_generator(data, path))
+        return Generator(load_generator(data, path_label(path)))
     except InputError:
         check_kind(path, "generator", data)  # another edgesynth file: say which and what takes it
         raise
@@ -231,5 +239,5 @@ def load(path):
 
 def inspect(path, key=None):
     """JSON-ready description of a frame file, generator file or device
-    config at ``path``; ``key`` (bytes or hex) verifies tagged frames."""
+    config at ``path`` ("-": stdin); ``key`` (bytes or hex) verifies tagged frames."""
     return describe(os.fspath(path), device_key(key, None, None))

@@ -38,6 +38,7 @@ import numpy as np
 from edgesynth.data.tables import Table, check_missing, complete_rows, to_frame, to_table
 from edgesynth.errors import InputError
 from edgesynth.filekind import check
+from edgesynth.stdio import STDIN, is_stdio
 
 NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 MISSING = ("", "NA", "N/A", "n/a", "#N/A", "NaN", "nan", "NULL", "null", "None", "?")
@@ -46,7 +47,6 @@ MAX_FIELD = 1 << 16   # bytes in one cell: a longer one is garbage, not a readin
 MAX_LINE = 1 << 24    # bytes in one physical line, so that a file without newlines cannot fill memory
 CHUNK = 1 << 20       # bytes read at a time
 BATCH = 1 << 16       # records checked and converted at a time
-STDIN = "<stdin>"
 _NEWLINES = re.compile(rb"\r\n|\r|\n")
 _TEXT_NEWLINES = re.compile(r"\r\n|\r|\n")
 
@@ -86,7 +86,7 @@ def read_table(source, columns=None, *, missing="skip", delimiter=None, parsers=
     check_missing(missing)
     columns = None if columns is None else [columns] if isinstance(columns, str) else list(columns)
     parsers = parsers or {}
-    stdin = isinstance(source, str) and source == "-"
+    stdin = is_stdio(source)
     if stdin:
         label, fh = STDIN, sys.stdin.buffer
     else:

@@ -23,6 +23,7 @@ import numpy as np
 from edgesynth.data.tables import as_table, column_names, is_frame
 from edgesynth.errors import InputError
 from edgesynth.outputs import atomic_output
+from edgesynth.stdio import is_stdio
 
 BLOCK = 1 << 20          # rows per block (and per Parquet row group) when writing an in-memory table
 CSV_BATCH = 1 << 12      # rows pyarrow formats at a time: small batches stay in cache (~2x faster than 2**20)
@@ -30,7 +31,7 @@ CSV_BATCH = 1 << 12      # rows pyarrow formats at a time: small batches stay in
 
 def is_parquet(dest):
     """True when ``dest`` (a path, or "-" for stdout) names a Parquet file."""
-    return dest != "-" and os.fspath(dest).lower().endswith(".parquet")
+    return not is_stdio(dest) and os.fspath(dest).lower().endswith(".parquet")
 
 
 def write_table(dest, names, blocks, *, integer=None, progress=None):
@@ -59,7 +60,7 @@ def write_table(dest, names, blocks, *, integer=None, progress=None):
     if len(integer) != len(names):
         raise InputError("integer has %d flags for %d columns" % (len(integer), len(names)))
     schema = pa.schema([(n, pa.int64() if i else pa.float64()) for n, i in zip(names, integer)])
-    if dest == "-":
+    if is_stdio(dest):
         out = sys.stdout.buffer
         try:
             rows = _write_csv(out, schema, blocks, progress)

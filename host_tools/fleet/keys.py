@@ -29,11 +29,13 @@ from edgesynth.agent.wire import device_id_bytes
 from edgesynth.errors import InputError
 from edgesynth.filekind import check as check_kind
 from edgesynth.outputs import atomic_output
+from edgesynth.stdio import refuse
 
 FORMAT = 1
 KEY_BYTES = 32          # HMAC-SHA256 key length (the hash's output size)
 MAX_KEYRING = 16 << 20  # bytes: refuse to parse anything larger
 MAX_DEPTH = 4           # JSON nesting of a keyring: {"keys": {...}} is 2 deep
+SECRETS = "keys never go through stdin or stdout; give the file's path"
 
 
 def check_device_id(device_id):
@@ -100,8 +102,10 @@ def _too_deep(data):
 def load(path, missing_ok=False):
     """Read and validate a keyring; ``missing_ok`` gives an empty one for a new file.
 
-    ``path`` may be a symlink; what it names must be a regular file.
+    ``path`` may be a symlink; what it names must be a regular file, never
+    "-" (stdin): keys do not go through pipes.
     """
+    refuse(path, "a keyring", SECRETS)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -155,6 +159,7 @@ def new_key(path, device_id, force=False):
     Concurrent writers are serialised with an advisory lock on
     ``path + ".lock"``. Returns the Keyring after the change.
     """
+    refuse(path, "a keyring", SECRETS)
     path = os.fspath(path)  # str or os.PathLike
     check_device_id(device_id)
     if os.path.islink(path):
@@ -184,7 +189,9 @@ def write_credentials(ring, device_id, path):
     """Write the credentials file of ``device_id`` for its board: JSON
     ``{"id": ..., "key": "<64 hex digits>"}``, mode 0600, replaced atomically.
     The device's main loop reads it (``device.credentials`` in its config) to
-    tag frames and authenticate its state record (docs/trust.md §6)."""
+    tag frames and authenticate its state record (docs/trust.md §6).
+    Never to stdout ("-" is refused)."""
+    refuse(path, "a credentials file", SECRETS)
     key = ring.require(check_device_id(device_id))
     with atomic_output(path, "w", perms=0o600, encoding="utf-8") as fh:
         fh.write(json.dumps({"id": device_id, "key": key.hex()}) + "\n")

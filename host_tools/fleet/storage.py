@@ -8,6 +8,7 @@ from edgesynth.fleet.ingest import migrate as migrate_store
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.store import Store, require_schema_1
+from edgesynth.stdio import read_once
 
 
 def _into_store(store, keyring, run, on_frame):
@@ -22,7 +23,7 @@ def _into_store(store, keyring, run, on_frame):
 
 
 def ingest(files, store, keyring, on_frame=None):
-    """Verify the frames of ``files`` (paths, in order) and append them
+    """Verify the frames of ``files`` (paths, in order; "-": stdin) and append them
     durably to ``store`` (a path, created if no file exists there, or an
     open es.Store), in any order and idempotently.
 
@@ -39,6 +40,7 @@ def ingest(files, store, keyring, on_frame=None):
     the store cannot be written (every frame reported before is stored).
     """
     files = [os.fspath(f) for f in ([files] if isinstance(files, (str, os.PathLike)) else files)]
+    read_once(files)
     return _into_store(store, keyring, lambda st, key_for, report: ingest_files(st, files, key_for, report),
                        on_frame)
 

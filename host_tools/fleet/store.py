@@ -40,6 +40,7 @@ from edgesynth.filekind import SQLITE_HEAD, STORE_MARK
 from edgesynth.filekind import check as check_kind
 from edgesynth.frames import parse_frame
 from edgesynth.outputs import fsync_dir
+from edgesynth.stdio import refuse
 
 APPLICATION_ID = int.from_bytes(STORE_MARK, "big")  # SQLite header bytes 68..71
 SCHEMA_VERSION = 2                               # PRAGMA user_version
@@ -144,6 +145,7 @@ def _is_schema_1(path):
 
 def require_schema_1(path):
     """StoreError unless ``path`` is a schema-1 store (reads, writes nothing)."""
+    refuse(path, "a store", "it is a SQLite file, read in place; give its path")
     if not os.path.isfile(path) or not _is_schema_1(path):
         raise StoreError("%s: not an edgesynth store of schema 1" % path)
 
@@ -174,6 +176,7 @@ class Store:
     """
 
     def __init__(self, path, create=False):
+        refuse(path, "a store", "it is a SQLite file, read and written in place; give its path")
         self.path = path
         if create and not os.path.lexists(path):
             _create(path)

@@ -1,0 +1,111 @@
+"""``-`` as stdin or stdout: the one place that knows it.
+
+Every path that names data (readings, frames, generators, configs) may be the
+path ``"-"`` (a str or ``pathlib.Path("-")``): a reader then reads stdin, a
+writer writes stdout. ``"./-"`` names a file called ``-``.
+
+Secrets (keyrings, credentials) and the SQLite store never go through a pipe:
+their readers and writers refuse ``-`` (``refuse``). Binary output (frames, a
+generator, a PNG) is refused when stdout is a terminal, as gzip refuses, and
+binary input when stdin is one (it would wait for keystrokes).
+"""
+import contextlib
+import os
+import sys
+
+from edgesynth.errors import InputError
+
+STDIO = "-"
+STDIN = "<stdin>"    # the label of stdin in messages
+STDOUT = "stdout"    # the label of stdout in the commands' summary lines
+
+
+def is_stdio(path):
+    """True when ``path`` is "-" (stdin for a reader, stdout for a writer)."""
+    return isinstance(path, (str, os.PathLike)) and os.fspath(path) == STDIO
+
+
+def label(path):
+    """How messages name ``path``: "<stdin>" for "-", else the path itself."""
+    return STDIN if is_stdio(path) else str(path)
+
+
+def read_once(paths, names=None):
+    """InputError when more than one of ``paths`` is "-": stdin can be read
+    once. ``names``: what each path is (e.g. "--config"), for the message."""
+    given = [i for i, p in enumerate(paths) if is_stdio(p)]
+    if len(given) < 2:
+        return
+    if names is None:
+        raise InputError("'-' (stdin) is given %d times: stdin can be read once" % len(given))
+    raise InputError("%s cannot %s be - (stdin): stdin can be read once"
+                     % (" and ".join(names[i] for i in given), "both" if len(given) == 2 else "all"))
+
+
+def refuse(path, what, why):
+    """InputError when ``path`` is "-": ``what`` (e.g. "--keyring") is a
+    file, and ``why`` says why it cannot be a pipe."""
+    if is_stdio(path):
+        raise InputError("%s cannot be '-': %s" % (what, why))
+
+
+def check_binary_stdout(what):
+    """InputError when stdout is a terminal: ``what`` (e.g. "frames") is
+    binary and would garble it. Commands call it before any work."""
+    if sys.stdout.isatty():
+        raise InputError("stdout is a terminal: not writing %s there; pass -o FILE or pipe it into a command "
+                         "(e.g. `| edgesynth assemble - -o gen.msgpack`)" % what)
+
+
+def check_binary_stdin(what):
+    """InputError when stdin is a terminal: ``what`` (e.g. "frames") is binary."""
+    if sys.stdin.isatty():
+        raise InputError("stdin is a terminal: expected %s (binary); pipe it in (`... | edgesynth ...`) or give "
+                         "a FILE" % what)
+
+
+def write_stdout(data, what):
+    """Write ``data`` (bytes, or str as UTF-8) to stdout and flush. Bytes to a
+    terminal is refused (check_binary_stdout). A reader that went away
+    (``| head``) raises BrokenPipeError, which the CLI ends quietly; any other
+    OSError becomes an InputError naming stdout."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")  # as a file would hold it, whatever the terminal's encoding
+    else:
+        check_binary_stdout(what)
+    try:
+        sys.stdout.flush()  # text echoed before must come first
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise InputError("stdout: cannot write (%s)" % (e.strerror or e))
+
+
+@contextlib.contextmanager
+def open_input(path, what=None):
+    """A binary file object reading ``path``, or stdin's (left open) for "-".
+    ``what``: the binary content (plural, e.g. "frames"), refused from a
+    terminal stdin; None for text a user may type. OSError on open becomes
+    InputError naming the path."""
+    if is_stdio(path):
+        if what is not None:
+            check_binary_stdin(what)
+        yield sys.stdin.buffer
+        return
+    try:
+        fh = open(path, "rb")
+    except OSError as e:
+        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
+    with fh:
+        yield fh
+
+
+def read_input(path, what=None):
+    """All the bytes of ``path`` ("-": stdin, read to its end); ``what`` as for open_input."""
+    with open_input(path, what) as fh:
+        try:
+            return fh.read()
+        except OSError as e:
+            raise InputError("%s: cannot read (%s)" % (label(path), e.strerror or e))
