@@ -86,6 +86,7 @@ def _frames(path, fh, key):
                     mechs.append(m.describe())
                     continue
                 mechs.append({"kind": m.kind, "channels": m.names, "lo": m.lo.tolist(), "hi": m.hi.tolist(),
+                              "integer": [n for n, f in zip(m.names, m.integer) if f],
                               "r": m.r, "k": m.k, "L": m.L, "w": m.w, "j": m.j, "sketch": m.sketch,
                               "epsilon": "%d/%d" % m.budget, "noisy_root": int(m.tree[0]),
                               "noisy_clamped": m.clamp, "config_id": m.config_id()})
