@@ -36,7 +36,7 @@ def work(tmp_path_factory):
     x = np.c_[rng.integers(0, 101, 3000), rng.random(3000)]
     np.savetxt(d / "data.csv", x, delimiter=",", header="count,t", comments="", fmt=["%d", "%.6f"])
     for args in (PLAN + ["-o", "plan.json"], SIMULATE + ["--config", "plan.json", "-o", "f.frames"],
-                 ["assemble", "f.frames", "-o", "g.msgpack"]):
+                 ["assemble", "f.frames", "-o", "g.msgpack"], ["keys", "new", "dev", "--keyring", "ring.json"]):
         assert cli(*args, cwd=d)[0] == 0, args
     return d
 
@@ -104,6 +104,13 @@ def test_inspect_names_integer_channels_of_frames_and_generators(work):
         assert got == ["count"], (path, doc)
 
 
+def test_ingest_reads_frames_from_stdin(work):
+    tagged = cli(*SIMULATE, "--config", "plan.json", "--keyring", "ring.json", "--device-id", "dev", "-o", "-",
+                 cwd=work)[1]
+    code, out, err = cli("ingest", "-", "--store", "in.db", "--keyring", "ring.json", input=tagged, cwd=work)
+    assert code == 0 and out == b"ack - frame 0 dev 0 0 stored\n", (out, err)
+
+
 def test_one_stdin_is_read_once(work):
     cfg = (work / "plan.json").read_bytes()
     code, out, err = cli("simulate", "--config", "-", "--input", "-", "-o", work / "x.frames", input=cfg)
@@ -141,7 +148,6 @@ def test_keyrings_never_come_through_a_pipe(work, args):
 
 
 def test_credentials_never_go_to_stdout(work):
-    assert cli("keys", "new", "dev", "--keyring", "ring.json", cwd=work)[0] == 0
     code, out, err = cli("keys", "credentials", "dev", "--keyring", "ring.json", "-o", "-", cwd=work)
     assert code == 2 and out == b"" and "a credentials file cannot be '-'" in err, err
 
@@ -150,7 +156,6 @@ def test_credentials_never_go_to_stdout(work):
                                   ["assemble", "--store", "-"],
                                   ["ingest", "f.frames", "--store", "-", "--keyring", "ring.json"]])
 def test_the_store_is_no_pipe(work, args):
-    cli("keys", "new", "dev", "--keyring", "ring.json", cwd=work)
     code, out, err = cli(*args, cwd=work)
     assert code == 2 and out == b"" and "a store cannot be '-': it is a SQLite file" in err, err
     assert not os.path.exists(work / "-")
