@@ -79,7 +79,9 @@ def test_declared_integer_channels_keep_int_bounds_in_the_config(tmp_path):
                         "--epsilon", "1", "--ram", "64K", "-o", out)
     assert code == 0 and '"hi": [\n    110.0,\n    1023\n   ]' in out.read_text()
     cdf = es.plan("0:10,0:10", epsilon=1, mechanism="cdf", ram="32K", integer="x1")["mechanisms"][0]
-    assert cdf["lo"] == [0.0, 0] and cdf["bins"] == 10  # an integer channel caps K at its span
+    assert cdf["lo"] == [0.0, 0] and cdf["bins"] > 10  # K is shared: a real-valued channel is not capped
+    cdf = es.plan("0:10,0:1000", epsilon=1, mechanism="cdf", ram="32K", integer="x0,x1")["mechanisms"][0]
+    assert cdf["bins"] == 1000  # all integer: one bin per value of the widest channel
 
 
 def test_plan_line_and_json_state_the_resolution_per_channel(tmp_path):
@@ -90,6 +92,7 @@ def test_plan_line_and_json_state_the_resolution_per_channel(tmp_path):
     m = json.loads(out.read_text())["mechanisms"][0]
     bits = channel_bits(3, m["r"])
     want = [(h - lo) / 2 ** b for lo, h, b in zip(m["lo"], m["hi"], bits)]
+    want[2] = max(want[2], 1)  # an integer channel's resolution is at least one unit
     assert "; resolution temp %.3g, humid %.3g (integer: count %.3g)" % tuple(want) in line
     code, text, _ = run("plan", "--bounds", "0:110,0:100,0:1023", "--names", "temp,humid,count", "--integer",
                         "count", "--epsilon", "1", "--ram", "64K", "--json", "-o", out)
@@ -97,6 +100,16 @@ def test_plan_line_and_json_state_the_resolution_per_channel(tmp_path):
     code, line, _ = run("plan", "--mechanism", "cdf", "--bounds", "-40:85", "--bins", "500", "--epsilon", "1",
                         "-o", out)
     assert code == 0 and line.rstrip().endswith("; resolution x0 0.25")
+
+
+def test_a_narrow_integer_channel_does_not_coarsen_the_others():
+    free = es.plan("0:1,0:10", epsilon=1, ram="64K", hash_seed="n")["mechanisms"][0]
+    flag = es.plan("0:1,0:10", epsilon=1, ram="64K", hash_seed="n", integer=["x0"])
+    assert flag["mechanisms"][0]["r"] == free["r"] > 2
+    assert flag["plan"]["resolution"]["x0"] == 1 and flag["plan"]["resolution"]["x1"] < 0.1
+    # integer channels alone: deep enough for the widest to reach one unit, no deeper
+    both = es.plan("0:2,0:1000", epsilon=1, ram="64K", hash_seed="n", integer=["x0", "x1"])["mechanisms"][0]
+    assert channel_bits(2, both["r"]) == [10, 10]
 
 
 def test_bits_per_channel_follow_the_split_order():

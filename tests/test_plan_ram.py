@@ -57,10 +57,12 @@ def test_cdf_choice_fits_and_is_the_largest(lo, hi, ram, runtime):
 def test_cdf_integer_bounds_cap_k_at_the_span():
     small = plan_cdf([0], [110], EPS, None, ram=1 << 20)
     assert small["mechanisms"][0]["bins"] == 110 and small["plan"]["bins_choice"] == "integer span"
-    # float bounds of the same range are not capped; mixed bounds cap at the integer channel
+    # float bounds of the same range are not capped, nor is a real-valued channel beside an integer one;
+    # integer channels alone cap K at the widest span, never at a narrow one
     assert plan_cdf([0.0], [110.0], EPS, None, ram=1 << 20)["mechanisms"][0]["bins"] > 110
-    assert plan_cdf([0.0, 0], [1.0, 300], EPS, None, ram=1 << 20)["mechanisms"][0]["bins"] == 300
-    assert span_cap([0.0, 0, 5], [1.0, 300, 70]) == 65 and span_cap([0.0], [1.0]) is None
+    assert plan_cdf([0.0, 0], [1.0, 300], EPS, None, ram=1 << 20)["mechanisms"][0]["bins"] > 300
+    assert plan_cdf([0, 0], [2, 300], EPS, None, ram=1 << 20)["mechanisms"][0]["bins"] == 300
+    assert span_cap([0, 5], [300, 70]) == 300 and span_cap([0.0, 0], [1.0, 300]) is None
 
 
 def test_cdf_span_that_does_not_fit_falls_back_to_the_grid():

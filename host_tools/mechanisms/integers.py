@@ -19,6 +19,13 @@ from edgesynth.errors import InputError, SchemaError
 EXACT_F64 = 1 << 53  # integer bounds must convert to float64 exactly
 
 
+def finest(lo, hi, width):
+    """A finest cell's ``width`` in the channel's units as a plan reports it:
+    on an integer channel (int ``lo`` and ``hi``) at least 1, since a
+    narrower cell holds at most one integer."""
+    return max(width, 1) if isinstance(lo, int) and isinstance(hi, int) else width
+
+
 def frame_bounds(m, kind, max_int_span):
     """(lo, hi, integer) of a decoded privhp or cdf map ``m``: float64 arrays
     and one bool per channel. A channel whose lo and hi are both ints (below

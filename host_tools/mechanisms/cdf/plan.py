@@ -31,11 +31,12 @@ takes seconds (65521: 18 s), and from 1024 up consecutive ones are at most
 12.5% apart (18.5% from 64 up), so at most about a ninth of the counter
 budget goes unused. Any integer K would need a tree search per integer,
 and the counters of the chosen tree do not grow monotonically with K, so
-no bisection could replace the scan. For integer channels (declared with
-``integer``; their bounds are ints) K is capped at the smallest integer span
-(bins narrower than one unit of an integer reading stay empty), and the
-span itself is a candidate: one bin per integer value is the finest a CDF of
-those readings can be.
+no bisection could replace the scan. When every channel is integer
+(declared with ``integer``; their bounds are ints) K is capped at the widest
+integer span (bins narrower than one unit of an integer reading stay
+empty), and that span itself is a candidate: one bin per integer value is
+the finest a CDF of those readings can be. A narrow integer channel beside
+a wider or real-valued one caps nothing: K is shared.
 """
 import math
 
@@ -44,6 +45,7 @@ from edgesynth.budget import Q_BITS, split_integer
 from edgesynth.config import device_config
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.cdf.estimate import cdf_what, gls_need, level_use, plain_error, stored_widths, suffix_products
+from edgesynth.mechanisms.integers import finest
 from edgesynth.ram import heap_need, host_memory, ram_notes, require_fit, require_host_memory
 
 MAX_FACTOR = 64
@@ -126,7 +128,8 @@ def plan_cdf(lo, hi, eps, bins, names=None, branching=None, relation="add-remove
         raise InputError("%d names given for %d channels" % (len(names), d))
     for i in range(d):
         if isinstance(lo[i], int) and isinstance(hi[i], int) and hi[i] - lo[i] > MAX_INT_SPAN:
-            raise InputError("bound %d: integer span above 2**28 - 1; use float bounds" % (i + 1))
+            raise InputError("bound %d (%s): integer span above 2**28 - 1; do not declare it integer"
+                             % (i + 1, names[i]))
     choice = "given"
     if bins is None:
         if ram is None:
@@ -159,7 +162,7 @@ def plan_cdf(lo, hi, eps, bins, names=None, branching=None, relation="add-remove
         **ram_notes(ram, counters, need, runtime),
         "nodes_per_channel": sum(widths),
         "plain_error_counts2": plain_error(bins, branching, var),
-        "resolution": {n: (h - l) / bins for n, l, h in zip(names, lo, hi)},
+        "resolution": {n: finest(l, h, (h - l) / bins) for n, l, h in zip(names, lo, hi)},
         "epsilon": str(eps),
     })
 
@@ -172,11 +175,13 @@ def cdf_heap_need(d, K, branching, runtime):
 
 
 def span_cap(lo, hi):
-    """The smallest integer span over the channels with integer bounds, at
-    least 2, or None when every channel has float bounds: one bin per
-    integer value is the finest K worth planning (finer bins stay empty)."""
-    spans = [h - l for l, h in zip(lo, hi) if isinstance(l, int) and isinstance(h, int)]
-    return max(2, min(spans)) if spans else None
+    """The largest integer span, at least 2, when every channel is integer
+    (bounds are ints), else None: one bin per integer value of the widest
+    channel is the finest K worth planning (finer bins stay empty). The K is
+    shared, so a narrow integer channel must not cap it for the others."""
+    if not all(isinstance(l, int) and isinstance(h, int) for l, h in zip(lo, hi)):
+        return None
+    return max(2, max(h - l for l, h in zip(lo, hi)))
 
 
 def smooth_bins(top):

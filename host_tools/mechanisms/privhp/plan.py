@@ -30,6 +30,7 @@ from edgesynth.agent.privhp.build import MAX_DEPTH
 from edgesynth.budget import level_weights, privhp_budget
 from edgesynth.config import device_config
 from edgesynth.errors import InputError
+from edgesynth.mechanisms.integers import finest
 from edgesynth.mechanisms.privhp.growth import privhp_host_need
 from edgesynth.ram import heap_need, host_memory, ram_notes
 
@@ -72,20 +73,20 @@ def predicted_w1(d, r, k, w, j, eps, n, skew=0.5):
 
 def choose_depth(d, eps, n_max, lo, hi):
     """r = ceil(log2(eps * n_max)), rounded up to a multiple of d, capped by 29
-    and by the resolution of integer channels (their bounds are ints, as
-    declared with ``integer``: no cell narrower than one unit).
+    and, when every channel is integer (bounds are ints, as declared with
+    ``integer``), by the depth at which all of them reach one unit: deeper
+    cells would hold at most one integer. One real-valued channel lifts the
+    cap, since it gains from every level; so does a wide integer channel
+    beside a narrow one (a cap from the narrow one would coarsen them all).
 
     Level l splits channel (l-1) mod d, so channel i gets
-    floor((r-1-i)/d) + 1 bits; that is at most bits_i exactly when
-    r <= d*bits_i + i.
+    floor((r-1-i)/d) + 1 bits; that reaches bits_i exactly when
+    r >= d*(bits_i - 1) + i + 1.
     """
     r = max(d, math.ceil(math.log2(max(float(eps) * n_max, 2))))
     r = min(-(-r // d) * d, MAX_DEPTH)
-    for i in range(d):
-        span = hi[i] - lo[i]
-        if isinstance(span, int):
-            bits = max(math.ceil(math.log2(span)), 1)
-            r = min(r, d * bits + i)
+    if all(isinstance(hi[i] - lo[i], int) for i in range(d)):
+        r = min(r, max(d * (max(math.ceil(math.log2(hi[i] - lo[i])), 1) - 1) + i + 1 for i in range(d)))
     return max(1, r)
 
 
@@ -96,8 +97,9 @@ def channel_bits(d, r):
 
 
 def resolution(lo, hi, r):
-    """Width of a finest cell per channel, in the channel's units."""
-    return [(h - l) / 2 ** b for l, h, b in zip(lo, hi, channel_bits(len(lo), r))]
+    """Width of a finest cell per channel, in the channel's units (at least
+    one on an integer channel)."""
+    return [finest(l, h, (h - l) / 2 ** b) for l, h, b in zip(lo, hi, channel_bits(len(lo), r))]
 
 
 def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=None,
