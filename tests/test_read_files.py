@@ -167,6 +167,15 @@ def test_parquet_nulls_and_nan_are_missing_and_text_columns_are_refused(tmp_path
         read_table(write(tmp_path, "a,b\n1,2\n", "text.parquet"))
 
 
+def test_parquet_integers_beyond_float64_precision_round_as_in_csv(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"a": pa.array([2 ** 60, 1, None], pa.int64()),
+                             "b": pa.array([2 ** 64 - 1, 3, 4], pa.uint64())}), tmp_path / "big.parquet")
+    t = read_table(tmp_path / "big.parquet", ["a", "b"])
+    assert t.skipped == 1 and t.data.tolist() == [[float(2 ** 60), float(2 ** 64)], [1.0, 3.0]]
+
+
 def test_parquet_timestamps_go_through_the_time_parser(tmp_path):
     p = tmp_path / "t.parquet"
     when = pd.to_datetime(["2010-01-01T00:00:00", None, "2010-01-01T00:00:01.5"], format="ISO8601")

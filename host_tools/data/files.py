@@ -401,7 +401,8 @@ def _read_parquet(source, label, columns, missing, parsers, allow_empty, progres
         if c in parsers and not _is_number(col.type):
             cols.append(_parquet_parsed(col, parsers[c], label, c))
         elif _is_number(col.type):
-            cols.append(pa.compute.cast(col, pa.float64()).to_numpy())  # null -> NaN
+            # null -> NaN; unsafe: an int64 beyond 2**53 rounds to the nearest float64, as in CSV
+            cols.append(pa.compute.cast(col, pa.float64(), safe=False).to_numpy())
         else:
             raise InputError("%s: column %r is %s, not numeric" % (label, c, col.type))
     x = np.column_stack(cols) if cols else np.empty((table.num_rows, 0))
