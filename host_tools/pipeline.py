@@ -9,6 +9,7 @@ parameters (bounds, epsilon, the row bound ``n_max``, the budget) fixed
 before the data are read. Nothing is read off the data, not even their
 number of rows, so the number of synthetic rows ``n`` is always given.
 """
+import hashlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -40,12 +41,12 @@ def _channels(data, bounds, columns):
     if isinstance(columns, str):
         columns = [c.strip() for c in columns.split(",") if c.strip()]
     if isinstance(bounds, Mapping):
-        keys = [str(k) for k in bounds]
-        columns = keys if columns is None else [str(c) for c in columns]
-        missing = [c for c in columns if c not in keys]
+        by_name = {str(k): v for k, v in bounds.items()}
+        columns = list(by_name) if columns is None else [str(c) for c in columns]
+        missing = [c for c in columns if c not in by_name]
         if missing:
             raise InputError("--bounds has no range for column %r" % missing[0])
-        bounds = [bounds[c] for c in columns]
+        bounds = [by_name[c] for c in columns]
     elif columns is None:
         columns = column_names(data)
     return (None if columns is None else list(columns)), bounds
@@ -72,7 +73,7 @@ def _fit(x, names, bounds, epsilon, integer, seed, ram, n_max, progress, total):
         raise InputError("--bounds has %d ranges for %d columns (%s)" % (ranges, len(names), ", ".join(names)))
     extra = {} if integer is None else {"integer": integer}
     cfg = plan(bounds, epsilon=epsilon, ram=ram, names=names, n_max=n_max, device_runtime="c",
-               hash_seed=None if seed is None else "synthesize-" + seed.hex(), **extra)
+               hash_seed=None if seed is None else "synthesize-" + hashlib.sha256(seed).hexdigest()[:32], **extra)
     done = 0
 
     def fed(rows):

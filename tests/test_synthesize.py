@@ -62,6 +62,15 @@ def test_a_seed_reproduces_and_no_seed_draws_fresh_noise():
     assert not es.synthesize(data, **kw).equals(es.synthesize(data, **kw))
 
 
+def test_array_columns_by_position_and_long_byte_seeds():
+    x = clear_2d(500)[["a", "b"]].to_numpy()
+    rows = es.synthesize(x, bounds={0: (0, 110), 1: (0, 100)}, epsilon=1, n=50, seed=1)
+    assert list(rows.columns) == ["0", "1"] and len(rows) == 50
+    long_seed = bytes(range(40))  # any length the agent takes; the plan's hash seed is derived from it
+    a = es.synthesize(x, bounds=BOUNDS, epsilon=1, n=50, seed=long_seed)
+    pd.testing.assert_frame_equal(a, es.synthesize(x, bounds=BOUNDS, epsilon=1, n=50, seed=long_seed))
+
+
 def test_the_plan_does_not_depend_on_the_data():
     """Public parameters only: 500 or 5000 rows, other values, the same config."""
     _, small = fit(clear_2d(500, seed=1), bounds=BOUNDS, epsilon=1, columns="a,b", seed=3)
