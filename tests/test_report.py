@@ -55,6 +55,14 @@ def test_html_is_self_contained_with_a_figure_per_column_and_pair(real, synth, t
     assert "<td>W1 temp [C] (in C)</td>" in page and "<td>W1 humid (in data units)</td>" in page
 
 
+def test_pair_panels_stop_at_six_columns():
+    x, y = np.random.default_rng(0).random((60, 8)), np.random.default_rng(1).random((80, 8))
+    page = es.report(x, y)
+    alts = [alt for alt, _ in images(page)]
+    assert alts[:8] == ["x%d" % i for i in range(8)] and len(alts) == 8 + 15  # pairs of x0..x5 only
+    assert "x6 vs" not in page and "Pairs of the first 6 columns" in page
+
+
 def test_without_a_path_the_page_is_returned(real, synth):
     page = es.report(real, synth, columns="temp [C],humid")
     assert page.startswith("<!DOCTYPE html>") and len(images(page)) == 3

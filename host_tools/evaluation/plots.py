@@ -269,8 +269,12 @@ def title_figure(title):
     return fig
 
 
+MAX_PAIRED = 6  # pair panels grow as d**2: only the first six columns are paired (15 panels)
+
+
 def pairs(d):
-    """The pairs (i, j), i < j, of d columns, in order."""
+    """The pairs (i, j), i < j, of the first min(d, MAX_PAIRED) of d columns, in order."""
+    d = min(d, MAX_PAIRED)
     return [(i, j) for i in range(d) for j in range(i + 1, d)]
 
 

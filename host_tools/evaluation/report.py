@@ -12,7 +12,7 @@ import os
 
 from edgesynth.data.tables import as_table, column_names
 from edgesynth.errors import EvaluationInputError, InputError
-from edgesynth.evaluation.plots import figures, pairs, png_bytes, stacked_png
+from edgesynth.evaluation.plots import MAX_PAIRED, figures, pairs, png_bytes, stacked_png
 from edgesynth.evaluation.scoring import box, evaluate
 from edgesynth.evaluation.table import HEADER, rows
 from edgesynth.outputs import write_bytes, write_text
@@ -54,7 +54,9 @@ def _page(title, report, parts, bounds_known):
            % ("the bounds" if bounds_known else "the range of both data sets (no bounds given)",
               html.escape(", ".join("%s: %g to %g" % (c, a, b)
                                     for c, a, b in zip(report["columns"], report["lo"], report["hi"]))))]
-    heading = {"column": "Columns", "pair": "Pairs of columns"}
+    paired = report["columns"][:MAX_PAIRED]
+    heading = {"column": "Columns", "pair": "Pairs of columns" if len(paired) == len(report["columns"])
+               else "Pairs of the first %d columns (%s)" % (len(paired), ", ".join(paired))}
     for kind, label, png in parts:
         if kind in heading:
             out.append("<h2>%s</h2>" % heading.pop(kind))
@@ -69,9 +71,9 @@ def report(real, synthetic, columns=None, *, bounds=None, path=None, title=None,
 
     For every column: histograms and empirical CDFs of both, each over a
     panel of the difference synthetic - real, zoomed to where the data are
-    with the bounds marked. For every pair of columns: 2-D histograms, real |
-    synthetic. And es.evaluate's figures (utility beside a uniform baseline)
-    as a table. Axis labels are the column names; a unit in brackets at the
+    with the bounds marked. For every pair of the first six columns (panels
+    grow as d**2): 2-D histograms, real | synthetic. And es.evaluate's
+    figures (utility beside a uniform baseline) as a table. Axis labels are the column names; a unit in brackets at the
     end of a name ("temp [C]") is that column's unit in the table.
 
     real, synthetic: DataFrames, dicts of columns or arrays (n, d); at least
