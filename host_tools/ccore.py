@@ -23,10 +23,10 @@ from edgesynth.agent.privhp import build as privhp_build
 from edgesynth.agent.profile import build as profile_build
 from edgesynth.agent.spec import check_budget, spec_kind
 from edgesynth.agent.wire import MECHANISMS
+from edgesynth.mechanisms.integers import EXACT_F64  # integer bounds exact as doubles
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT32_SAFE = (INT32_MIN + 1, INT32_MAX - 1)   # int bounds the i32 paths take (readings clip outside)
-EXACT_F64 = 1 << 53                            # integer bounds exact as doubles
 
 
 def includedir():

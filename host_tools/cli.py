@@ -172,6 +172,16 @@ def _skipped(table):
                                                          format(table.skipped + len(table.data), ","))
 
 
+def _real_and_synthetic(real, synthetic, cols, missing, delimiter):
+    """The ``cols`` of both files (evaluate, report) as float64 arrays; a
+    note on stderr for each file with rows skipped for a missing value."""
+    tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
+    for t in tables:
+        if t.skipped:
+            click.echo("note: %s%s" % (t.source, _skipped(t)), err=True)
+    return (t.data for t in tables)
+
+
 def _echo_json(obj, err=False):
     click.echo(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable), err=err)
 
@@ -535,11 +545,7 @@ def evaluate(real, synthetic, columns, bounds, seed, as_json, missing, delimiter
     beside a uniform baseline."""
     cols = _columns(columns)
     read_once([real, synthetic], ["--real", "--synthetic"])
-    tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
-    for t in tables:
-        if t.skipped:
-            click.echo("note: %s%s" % (t.source, _skipped(t)), err=True)
-    x, y = (t.data for t in tables)
+    x, y = _real_and_synthetic(real, synthetic, cols, missing, delimiter)
     with _Bar("evaluate", total=0) as bar:
         report = es.evaluate(x, y, cols, bounds=bounds or None, seed=seed, progress=bar.update)
     if as_json:
@@ -671,11 +677,7 @@ def report(real, synthetic, columns, bounds, config_path, generator_path, epsilo
             raise InputError("%s has %d channels, --columns %d" % (config_path or generator_path, len(known["lo"]),
                                                                    len(cols)))
         bounds = list(zip(known["lo"], known["hi"]))
-    tables = [read_table(f, cols, missing=missing, delimiter=delimiter) for f in (real, synthetic)]
-    for t in tables:
-        if t.skipped:
-            click.echo("note: %s%s" % (t.source, _skipped(t)), err=True)
-    x, y = (t.data for t in tables)
+    x, y = _real_and_synthetic(real, synthetic, cols, missing, delimiter)
     eps = epsilon or known.get("epsilon")
     size = parse_size(ram, "--ram") if ram else known.get("ram")
     extra = ", ".join(([] if eps is None else ["epsilon %s" % eps]) + ([] if not size else [_size(size) + " device"]))

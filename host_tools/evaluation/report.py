@@ -10,10 +10,9 @@ import base64
 import html
 import os
 
-from edgesynth.data.tables import as_table, column_names
-from edgesynth.errors import EvaluationInputError, InputError
+from edgesynth.errors import InputError
 from edgesynth.evaluation.plots import MAX_PAIRED, figures, pairs, png_bytes, stacked_png
-from edgesynth.evaluation.scoring import box, evaluate
+from edgesynth.evaluation.scoring import box, compared, evaluate
 from edgesynth.evaluation.table import HEADER, rows
 from edgesynth.outputs import write_bytes, write_text
 
@@ -96,15 +95,7 @@ def report(real, synthetic, columns=None, *, bounds=None, path=None, title=None,
     The report reads the real rows: it is NOT private (the page says so).
     """
     kind = "html" if path is None else _kind(path)
-    if columns is None:
-        columns = column_names(synthetic) or column_names(real)
-    elif isinstance(columns, str):
-        columns = [c.strip() for c in columns.split(",") if c.strip()]
-    x, names = as_table(real, columns, "real")
-    y, _ = as_table(synthetic, names, "synthetic")
-    if len(x) < 2 or not len(y):
-        raise EvaluationInputError("a report needs at least 2 real rows and 1 synthetic row, got %d and %d"
-                                   % (len(x), len(y)))
+    x, y, names = compared(real, synthetic, columns, "a report")
     lo, hi = box(bounds, names, x, y)
     d = len(names)
     steps = 2 * d + 6

@@ -34,6 +34,23 @@ def box(bounds, columns, x, y):
     return np.array(lo, float), np.array(hi, float)
 
 
+def compared(real, synthetic, columns, what):
+    """``(x, y, names)``: the ``columns`` (list, "a,b" or None for the
+    synthetic rows' own, else the real ones') of both row sets as float64
+    arrays; at least 2 real rows and 1 synthetic row, else an
+    EvaluationInputError naming ``what`` needs them."""
+    if columns is None:
+        columns = column_names(synthetic) or column_names(real)
+    elif isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    x, names = as_table(real, columns, "real")
+    y, _ = as_table(synthetic, names, "synthetic")
+    if len(x) < 2 or not len(y):
+        raise EvaluationInputError("%s needs at least 2 real rows and 1 synthetic row, got %d and %d"
+                                   % (what, len(x), len(y)))
+    return x, y, names
+
+
 def evaluate(real, synthetic, columns=None, bounds=None, seed=0, *, progress=None):
     """Utility figures of ``synthetic`` rows against ``real`` ones, beside a
     uniform baseline: a JSON-ready dict, what `edgesynth evaluate --json` prints.
@@ -57,15 +74,7 @@ def evaluate(real, synthetic, columns=None, bounds=None, seed=0, *, progress=Non
     ``w1_joint_floor`` is the subsampling floor of the joint figure. Lower
     is better.
     """
-    if columns is None:
-        columns = column_names(synthetic) or column_names(real)
-    elif isinstance(columns, str):
-        columns = [c.strip() for c in columns.split(",") if c.strip()]
-    x, names = as_table(real, columns, "real")
-    y, _ = as_table(synthetic, names, "synthetic")
-    if len(x) < 2 or not len(y):
-        raise EvaluationInputError("evaluate needs at least 2 real rows and 1 synthetic row, got %d and %d"
-                                   % (len(x), len(y)))
+    x, y, names = compared(real, synthetic, columns, "evaluate")
     lo, hi = box(bounds, names, x, y)
     try:
         rng = np.random.default_rng(seed)
