@@ -152,6 +152,15 @@ def _columns(text):
     return cols
 
 
+def _comparing_options(command):
+    """--real, --synthetic and --columns, for evaluate and report."""
+    file = dict(required=True, type=click.Path(dir_okay=False, allow_dash=True))
+    tail = ": CSV, Parquet if it ends in .parquet, '-' for stdin."
+    command = click.option("--columns", required=True, help="Columns to compare, comma separated.")(command)
+    command = click.option("--synthetic", help="The synthetic rows" + tail, **file)(command)
+    return click.option("--real", help="The real rows" + tail, **file)(command)
+
+
 def _reading_options(command):
     """--missing and --delimiter, for the commands that read data files."""
     command = click.option(
@@ -531,11 +540,7 @@ def sample(generator, count, seed, output):
 
 # ----------------------------------------------------------------- evaluate
 @main.command()
-@click.option("--real", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="The real readings: CSV, Parquet if it ends in .parquet, '-' for stdin.")
-@click.option("--synthetic", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="The synthetic rows: CSV, Parquet if it ends in .parquet, '-' for stdin.")
-@click.option("--columns", required=True, help="Columns to compare, comma separated.")
+@_comparing_options
 @click.option("--bounds", default=None, help="Box LO:HI[,...] for normalising (default: the range of both files).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for subsampling and random queries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
@@ -632,11 +637,7 @@ def synthesize(data, columns, bounds, epsilon, count, integer, ram, n_max, seed,
 
 # ------------------------------------------------------------------- report
 @main.command()
-@click.option("--real", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="The real rows: CSV, Parquet if it ends in .parquet, '-' for stdin.")
-@click.option("--synthetic", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="The synthetic rows: CSV, Parquet if it ends in .parquet, '-' for stdin.")
-@click.option("--columns", required=True, help="Columns to compare, comma separated.")
+@_comparing_options
 @click.option("--bounds", default=None, help="Public bounds LO:HI[,...], marked on the axes (default: those of "
                                             "--config or --generator, else the range of both files, unmarked).")
 @click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
