@@ -27,7 +27,7 @@ from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.channels import column_map, parse_columns
 from edgesynth.data.files import read_table
 from edgesynth.data.tables import MISSING_RULES
-from edgesynth.errors import EdgesynthError, InputError
+from edgesynth.errors import ColumnNotFound, EdgesynthError, InputError
 from edgesynth.evaluation.table import rows as utility_rows
 from edgesynth.fleet.ingest import shown
 from edgesynth.manual import docs_dir, docs_title
@@ -406,7 +406,13 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
                            allow_empty=True)
         data, times = table.data[:, :-1], table.data[:, -1]
     else:
-        table = read_table(input_path, cols, missing=missing, delimiter=delimiter)
+        try:
+            table = read_table(input_path, cols, missing=missing, delimiter=delimiter)
+        except ColumnNotFound as e:
+            if columns is not None:
+                raise
+            raise InputError("%s; without --columns the columns named like the config's channels are read: map "
+                             "others onto them with --columns FILE=CHANNEL,... or by position" % e)
         data = table.data
     outside = es.outside_fraction(cfg, data, mapping)
     run = dict(runtime=runtime, columns=mapping, device_id=device_id, seq=seq, key=key_hex or None, keyring=keyring,
@@ -655,8 +661,8 @@ def report(real, synthetic, columns, bounds, config_path, generator_path, epsilo
     """Pictures and figures of synthetic rows against real ones.
 
     Per column: histograms and CDFs of both with a difference panel, zoomed to
-    where the data are, bounds marked. Per pair of columns: 2-D histograms,
-    real | synthetic. And the figures of `evaluate`. The report reads the real
+    where the data are, bounds marked. Per pair of the first six columns: 2-D
+    histograms, real | synthetic. And the figures of `evaluate`. The report reads the real
     rows: it is NOT private.
     """
     if config_path and generator_path:

@@ -111,6 +111,8 @@ def check_bounds(pairs, integer=(), names=None):
             vals.append(v)
         if not vals[0] < vals[1]:
             raise InputError("%s: LO (%s) must be below HI (%s)" % (label, pair[0], pair[1]))  # as given
+        if not math.isfinite(float(vals[1]) - float(vals[0])):
+            raise InputError("%s: HI - LO overflows a double; narrow the range" % label)
         if i in integer and vals[1] - vals[0] > MAX_INT_SPAN:
             raise InputError("%s: integer span exceeds 2**29 - 1; do not declare it integer" % label)
         lo.append(vals[0])

@@ -19,6 +19,10 @@ class InputError(EdgesynthError):
     the command line spells them: ``--ram`` is the library's ``ram=``)."""
 
 
+class ColumnNotFound(InputError):
+    """A data file has no column of the name asked for."""
+
+
 class EvaluationInputError(InputError, ValueError):
     """Bad arrays or bounds given to an evaluation function: a ``ValueError``
     for array code and an InputError for everything else."""

