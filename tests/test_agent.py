@@ -37,14 +37,20 @@ def test_short_seeds_do_not_collide():
     assert [a.below(256) for _ in range(8)] != [b.below(256) for _ in range(8)]
 
 
-@pytest.mark.parametrize("spans,r_max", [((4096, 4), 2 * 2 + 1), ((4, 4096), 2 * 2 + 0), ((1 << 20,), 20)])
-def test_depth_never_splits_an_integer_unit(spans, r_max):
+@pytest.mark.parametrize("spans,r_want", [((4096, 4), 23), ((4, 4096), 24), ((1 << 20,), 20), ((4096, 4.0), 29)])
+def test_depth_stops_where_every_integer_channel_reaches_one_unit(spans, r_want):
+    """All-integer channels: the shallowest depth at which each is split to
+    single units, so the widest is never split below one; a narrow channel
+    does not cap the others, and a real-valued one lifts the cap."""
     d = len(spans)
-    r = choose_depth(d, Fraction(1), 10 ** 9, [0] * d, list(spans))
-    assert r <= r_max
-    for i, s in enumerate(spans):
-        bits = (r - 1 - i) // d + 1 if r > i else 0
-        assert 2 ** bits <= s
+    r = choose_depth(d, Fraction(1), 10 ** 9, [0 if isinstance(s, int) else 0.0 for s in spans], list(spans))
+    assert r == r_want
+
+    def bits(depth, i):
+        return (depth - 1 - i) // d + 1 if depth > i else 0
+    if all(isinstance(s, int) for s in spans):
+        assert all(2 ** bits(r, i) >= s for i, s in enumerate(spans))
+        assert any(2 ** bits(r - 1, i) < s for i, s in enumerate(spans))
 
 
 def test_config_errors_name_the_field(make_config):
