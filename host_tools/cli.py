@@ -9,6 +9,7 @@ The library is reached as ``es.<name>``, which loads each part on first
 use: evaluation (scipy.stats) and the demo's plots (matplotlib) cost nothing
 to the commands that do not need them, nor to `edgesynth --help`.
 """
+import contextlib
 import json
 import os
 import signal
@@ -37,7 +38,7 @@ from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import RUNTIMES
 from edgesynth.simulation import MAX_U32
-from edgesynth.stdio import STDOUT, check_binary_stdout, is_stdio, read_once, refuse
+from edgesynth.stdio import STDOUT, check_binary_stdout, is_stdio, label, read_once, refuse
 from edgesynth.synthesis import MAX_SAMPLE, SAMPLE_BLOCK
 from edgesynth.targets import bundle as mpy_bundle
 from edgesynth.targets import deploy as board
@@ -86,9 +87,20 @@ def _reader_gone():
     do, killed by SIGPIPE (a shell says 141), with nothing on stderr. Python
     ignores SIGPIPE so that a write raises instead; restore the default and
     send it to ourselves: no exit handler then flushes into the closed pipe
-    ("Exception ignored ... BrokenPipeError")."""
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGPIPE)
+    ("Exception ignored ... BrokenPipeError"). Only a real process is
+    signalled (not the CLI run in-process, as by tests or a notebook), and
+    where there is no SIGPIPE (Windows) or it stays blocked, stdout goes to
+    devnull and the status is 141 all the same."""
+    real = sys.stdout is sys.__stdout__
+    if real and hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPIPE})
+        os.kill(os.getpid(), signal.SIGPIPE)
+    if real:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(128 + 13)
 
 
 @click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -460,7 +472,8 @@ def firmware_build(cpu, config_path, header, as_json):
     report = arm.build(cpu, cfg)
     err = is_stdio(header)
     if header:
-        write_text(header, arm.config_header(cfg, os.path.basename(config_path)))
+        source = label(config_path) if is_stdio(config_path) else os.path.basename(config_path)
+        write_text(header, arm.config_header(cfg, source))
         report["header"] = _shown(header)
     if as_json:
         _echo_json(report, err=err)

@@ -25,6 +25,7 @@ from edgesynth.mechanisms.integers import positions
 from edgesynth.mechanisms.privhp.plan import plan_privhp
 from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
 from edgesynth.ram import parse_size
+from edgesynth.stdio import read_once
 
 DEVICE_RUNTIMES = ("micropython", "c")
 SKETCHES = ("cms", "cs")
@@ -210,6 +211,7 @@ def combine(configs):
     not measured, so nothing is checked against a RAM budget. InputError when
     the device would refuse the result.
     """
+    read_once([c for c in configs if isinstance(c, (str, os.PathLike))])
     cfgs = [load_config(c) if isinstance(c, (str, os.PathLike)) else c for c in configs]
     cfg = combine_configs(cfgs)
     for m in cfg["mechanisms"]:

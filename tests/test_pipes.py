@@ -7,6 +7,7 @@ names integer channels (item 3)."""
 import io
 import json
 import os
+import pathlib
 import pty
 import signal
 import subprocess
@@ -226,3 +227,42 @@ def test_library_paths_take_dash(work, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     es.load(work / "g.msgpack").save("./-")  # a file called -
     assert (tmp_path / "-").read_bytes() == (work / "g.msgpack").read_bytes()
+
+
+def test_pathlib_collapses_a_dot_slash_dash_into_stdio(work, tmp_path, monkeypatch):
+    """Path("./-") == Path("-"): it is stdin or stdout, as the docs say; the str "./-" is the file."""
+    out = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
+    monkeypatch.chdir(tmp_path)
+    es.load(work / "g.msgpack").save(pathlib.Path("./-"))
+    assert out.getvalue() == (work / "g.msgpack").read_bytes() and not (tmp_path / "-").exists()
+
+
+def test_closed_or_textual_std_streams_are_one_error(work, monkeypatch):
+    for args, stream in ((["plan", *PLAN[1:], "-o", "-"], "stdout"), (["sample", "g.msgpack", "-n", "3", "-o", "-"],
+                         "stdout"), (["inspect", "-"], "stdin"), (["assemble", "-", "-o", "x.msgpack"], "stdin")):
+        fd = 1 if stream == "stdout" else 0
+        r = subprocess.run(CLI + args, cwd=work, capture_output=False, stderr=subprocess.PIPE, timeout=120,
+                           **{"stdout" if fd else "stdin": subprocess.DEVNULL},
+                           preexec_fn=lambda fd=fd: os.close(fd))
+        assert r.returncode == 2 and r.stderr.decode() == "error: %s is closed\n" % stream, (args, r.stderr)
+    # a notebook's streams are text with no bytes beneath: text still goes there, bytes are one error
+    shown = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", shown)
+    es.write_config("-", es.load_config(work / "plan.json"))
+    assert json.loads(shown.getvalue()) == es.load_config(work / "plan.json")
+    with pytest.raises(es.InputError, match="stdout carries no bytes here"):
+        es.load(work / "g.msgpack").save("-")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("{}"))
+    with pytest.raises(es.InputError, match="stdin carries no bytes here"):
+        es.inspect("-")
+
+
+def test_ingest_refuses_a_terminal_stdin(work, tmp_path):
+    es.new_key(tmp_path / "k.json", "dev")
+    master, slave = pty.openpty()
+    r = subprocess.run(CLI + ["ingest", "-", "--store", str(tmp_path / "s.db"), "--keyring", str(tmp_path / "k.json")],
+                       stdin=slave, capture_output=True, timeout=60)
+    os.close(slave)
+    os.close(master)
+    assert r.returncode == 2 and "stdin is a terminal" in r.stderr.decode(), r.stderr

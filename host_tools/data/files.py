@@ -30,7 +30,6 @@ import itertools
 import operator
 import os
 import re
-import sys
 from collections import namedtuple
 
 import numpy as np
@@ -38,7 +37,7 @@ import numpy as np
 from edgesynth.data.tables import Table, check_missing, complete_rows, to_frame, to_table
 from edgesynth.errors import ColumnNotFound, InputError
 from edgesynth.filekind import check
-from edgesynth.stdio import STDIN, is_stdio
+from edgesynth.stdio import STDIN, is_stdio, stdin_bytes
 
 NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 MISSING = ("", "NA", "N/A", "n/a", "#N/A", "NaN", "nan", "NULL", "null", "None", "?")
@@ -88,7 +87,7 @@ def read_table(source, columns=None, *, missing="skip", delimiter=None, parsers=
     parsers = parsers or {}
     stdin = is_stdio(source)
     if stdin:
-        label, fh = STDIN, sys.stdin.buffer
+        label, fh = STDIN, stdin_bytes()
     else:
         if not isinstance(source, (str, os.PathLike)):
             raise InputError("a data file is a path or '-' (stdin), got %s" % type(source).__name__)

@@ -15,7 +15,6 @@ import csv
 import importlib
 import io
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -23,7 +22,7 @@ import numpy as np
 from edgesynth.data.tables import as_table, column_names, is_frame
 from edgesynth.errors import InputError
 from edgesynth.outputs import atomic_output
-from edgesynth.stdio import is_stdio
+from edgesynth.stdio import is_stdio, stdout_bytes
 
 BLOCK = 1 << 20          # rows per block (and per Parquet row group) when writing an in-memory table
 CSV_BATCH = 1 << 12      # rows pyarrow formats at a time: small batches stay in cache (~2x faster than 2**20)
@@ -61,7 +60,7 @@ def write_table(dest, names, blocks, *, integer=None, progress=None):
         raise InputError("integer has %d flags for %d columns" % (len(integer), len(names)))
     schema = pa.schema([(n, pa.int64() if i else pa.float64()) for n, i in zip(names, integer)])
     if is_stdio(dest):
-        out = sys.stdout.buffer
+        out = stdout_bytes()
         try:
             rows = _write_csv(out, schema, blocks, progress)
             out.flush()

@@ -15,6 +15,7 @@ from edgesynth.evaluation.plots import MAX_PAIRED, figures, pairs, png_bytes, st
 from edgesynth.evaluation.scoring import box, compared, evaluate
 from edgesynth.evaluation.table import HEADER, rows
 from edgesynth.outputs import write_bytes, write_text
+from edgesynth.stdio import is_stdio
 
 NOT_PRIVATE = ("This report reads the real rows: it is not private. It is for the analyst's eyes; do not publish "
                "it (publish synthetic rows, or figures computed from them alone).")
@@ -31,6 +32,8 @@ def _kind(path):
         return "html"
     if ext == ".png":
         return "png"
+    if is_stdio(path):
+        raise InputError("a report is a file (.html or .png), not '-': the page is for a browser, not a pipe")
     raise InputError("%s: a report is .html (a page with every figure) or .png (one image)" % os.fspath(path))
 
 

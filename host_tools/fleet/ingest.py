@@ -18,17 +18,15 @@ file is rejected with that frame's report.
 If the store cannot be written (disk full, I/O error), the run stops with an
 IngestStopped error saying what is stored and how to continue.
 """
-import contextlib
 import json
 import os
-import sys
 import urllib.parse
 
 from edgesynth.errors import EdgesynthError, FrameError, IngestStopped, InputError, StoreWriteError
 from edgesynth.filekind import check as check_kind
 from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, schema_1_frames
 from edgesynth.frames import parse_frame, read_into, split_envelope
-from edgesynth.stdio import is_stdio
+from edgesynth.stdio import is_stdio, open_input
 
 MAX_FILE = 1 << 30  # bytes per frame file
 REJECTED = "rejected"
@@ -102,11 +100,13 @@ def _read(path):
         if not stdin and os.path.getsize(path) > MAX_FILE:
             return None, "larger than %d bytes" % MAX_FILE
         data = bytearray()
-        with contextlib.nullcontext(sys.stdin.buffer) if stdin else open(path, "rb") as fh:
+        with open_input(path, "frames") as fh:
             # read_into: only the bytes really there, never MAX_FILE at once
             read_into(fh, data, MAX_FILE + 1)
     except OSError as e:
         return None, "cannot read (%s)" % (e.strerror or e)
+    except InputError as e:  # stdin closed, a terminal, or a file that cannot be opened
+        return None, str(e)
     if len(data) > MAX_FILE:
         return None, "larger than %d bytes" % MAX_FILE
     if not data:
