@@ -1,0 +1,246 @@
+"""Publish released frames to the gateway over MQTT (micropython-lib's umqtt.simple).
+
+Protocol (docs/transport.md): each frame goes with QoS 1 to
+``edgesynth/<device>/frames/<epoch>``; the gateway answers on
+``edgesynth/<device>/receipts`` with one JSON object per frame
+``{"epoch", "seq", "sha256", "result", "reason"}``. A frame stays in the
+outbox (agent/transport/outbox.py, on flash) from before its first publish
+until a receipt names its SHA-256: "stored", "duplicate" and "conflict" free
+it as delivered, "rejected" frees it as refused (the same bytes can never be
+accepted; ``rejected`` counts them and ``last_rejection`` says why). A PUBACK
+only means the broker has the frame, so it frees nothing.
+
+The client is a ``umqtt.simple.MQTTClient`` made by the caller with a fixed
+client id: the Publisher connects it with a persistent session, so receipts
+published while the device was offline wait at the broker. Network errors
+never raise from ``send``, ``poll`` or ``flush``: the connection is dropped
+and retried with exponential backoff (``backoff_ms`` doubling up to
+``max_backoff_ms``); frames published on a lost connection are published
+again on the next one (the gateway treats repeats as duplicates).
+
+Heap: the topic and the resend buffer (``max_frame`` bytes) are preallocated;
+a publish allocates only what umqtt.simple allocates (a 4-byte packet header)
+plus the SHA-256 and file name of the outbox entry.
+"""
+import binascii
+import json
+import time
+
+from .outbox import DIGEST, OutboxFull  # noqa: F401  (OutboxFull is part of this module's interface)
+
+PREFIX = "edgesynth/"
+FINAL = ("stored", "duplicate", "conflict")
+
+if hasattr(time, "ticks_ms"):  # MicroPython
+    _now, _diff, _sleep = time.ticks_ms, time.ticks_diff, time.sleep_ms
+else:  # CPython (host tests)
+    def _now():
+        return int(time.monotonic() * 1000) & 0x3FFFFFFF
+
+    def _diff(a, b):
+        return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+
+    def _sleep(ms):
+        time.sleep(ms / 1000)
+
+# What umqtt.simple raises when the link breaks is not one type: OSError from
+# the socket, IndexError/TypeError reading a closed or empty one,
+# AssertionError on an unexpected packet, MQTTException (a bare Exception
+# subclass) on a refused connect. Any of them means "reconnect".
+_NET_ERRORS = (Exception,)
+
+
+def topic_safe(device_id):
+    """``device_id`` as bytes if it may name an MQTT topic level: 1..64 bytes,
+    none of '/', '+', '#' or NUL. ValueError otherwise."""
+    b = device_id.encode() if isinstance(device_id, str) else bytes(device_id)
+    if not 1 <= len(b) <= 64 or b"/" in b or b"+" in b or b"#" in b or b"\0" in b:
+        raise ValueError("device id %r cannot name an MQTT topic: 1..64 bytes without '/', '+', '#' or NUL"
+                         % (device_id,))
+    return b
+
+
+class Publisher:
+    """Send frames through ``client`` (an unconnected umqtt.simple.MQTTClient)
+    and keep them in ``outbox`` (an Outbox) until their receipts.
+
+    Counters (ints): ``published`` (publishes the broker acknowledged),
+    ``delivered`` (frames freed by a final positive receipt), ``rejected``
+    (frames freed by a "rejected" receipt), ``unmatched`` (receipts for no
+    frame held: repeats, or frames freed earlier), ``reconnects`` (successful
+    connects), ``errors`` (network errors). ``last_rejection`` is
+    ``(epoch, seq, reason)`` of the latest rejected frame, or None.
+    ``max_frame`` bounds a frame in bytes (the resend buffer's size).
+    """
+
+    def __init__(self, client, device_id, outbox, max_frame=4096, backoff_ms=250, max_backoff_ms=30000):
+        dev = topic_safe(device_id)
+        self.client = client
+        self.outbox = outbox
+        self.max_frame = max_frame
+        self.receipts_topic = (PREFIX.encode() + dev + b"/receipts")
+        prefix = PREFIX.encode() + dev + b"/frames/"
+        self._topic = bytearray(len(prefix) + 10)  # 10 digits hold any uint32 epoch
+        self._topic[:len(prefix)] = prefix
+        self._plen = len(prefix)
+        self._buf = bytearray(max_frame)
+        self._msgs = 0  # receipts taken: check_msg returns None both when idle and after a message
+        self._sent = bytearray(outbox.max_frames)  # 1 when a slot was published on the current connection
+        self.connected = False
+        self.backoff_ms = backoff_ms
+        self.max_backoff_ms = max_backoff_ms
+        self._delay = 0
+        self._last_try = 0
+        self.published = self.delivered = self.rejected = self.unmatched = self.reconnects = self.errors = 0
+        self.last_rejection = None
+        client.set_callback(self._on_message)
+
+    # ------------------------------------------------------------ public
+    def send(self, epoch, seq, frame):
+        """Store ``frame`` (the bytes Agent.release() returned for ``epoch``,
+        ``seq``) in the outbox, then publish it. Returns True when the broker
+        acknowledged the publish, False when it stays queued for ``flush``.
+        OutboxFull (nothing stored) when the outbox has no room even after
+        taking the receipts that are waiting."""
+        if len(frame) > self.max_frame:
+            raise ValueError("frame of %d bytes is above max_frame %d" % (len(frame), self.max_frame))
+        try:
+            slot = self.outbox.put(epoch, seq, frame)
+        except OutboxFull:
+            self.poll()  # receipts may be waiting at the broker
+            slot = self.outbox.put(epoch, seq, frame)
+        self._sent[slot] = 0
+        return self._publish(slot, frame)
+
+    def poll(self):
+        """Connect if due, then take every receipt waiting at the broker.
+        Returns the number of frames still in the outbox."""
+        if self._ensure():
+            try:
+                for _ in range(4 * self.outbox.max_frames + 4):  # bounded: a flood cannot hold the device
+                    before = self._msgs
+                    if self.client.check_msg() is None and self._msgs == before:
+                        break
+            except _NET_ERRORS:
+                self._lost()
+        return self.outbox.count
+
+    def flush(self, timeout_ms=10000):
+        """Publish every frame of the outbox not yet published on the current
+        connection (after a reboot or a reconnect: all of them) and wait for
+        receipts, up to ``timeout_ms``. True when the outbox is empty."""
+        start = _now()
+        while True:
+            if self._ensure():
+                for slot in self.outbox.slots():
+                    if not self._sent[slot]:
+                        n = self.outbox.read_into(slot, self._buf)
+                        if not self._publish(slot, memoryview(self._buf)[:n]):
+                            break
+            if self.poll() == 0:
+                return True
+            if _diff(_now(), start) >= timeout_ms:
+                return False
+            _sleep(20)
+
+    def close(self):
+        """Disconnect cleanly (the outbox keeps what is unacknowledged)."""
+        if self.connected:
+            try:
+                self.client.disconnect()
+            except _NET_ERRORS:
+                pass
+        self.connected = False
+
+    # ------------------------------------------------------------ internals
+    def _publish(self, slot, frame):
+        if not self._ensure():
+            return False
+        epoch = self.outbox.epoch(slot)
+        n = self._plen + _digits(self._topic, self._plen, epoch)
+        try:
+            self.client.publish(memoryview(self._topic)[:n], frame, qos=1)
+        except _NET_ERRORS:
+            self._lost()
+            return False
+        self.published += 1
+        if self.outbox.held(slot):  # its receipt may have come while umqtt waited for the PUBACK
+            self._sent[slot] = 1
+        return True
+
+    def _ensure(self):
+        # connected, or a connect attempt when the backoff allows one
+        if self.connected:
+            return True
+        if self._delay and _diff(_now(), self._last_try) < self._delay:
+            return False
+        self._last_try = _now()
+        try:
+            self.client.connect(False)  # persistent session: receipts wait for us while offline
+            self.client.subscribe(self.receipts_topic, 1)
+        except _NET_ERRORS:
+            self.errors += 1
+            self._close_socket()
+            self._delay = min(self.max_backoff_ms, self._delay * 2 if self._delay else self.backoff_ms)
+            return False
+        self.connected = True
+        self._delay = 0
+        self.reconnects += 1
+        for i in range(len(self._sent)):
+            self._sent[i] = 0
+        return True
+
+    def _lost(self):
+        self.errors += 1
+        self.connected = False
+        self._close_socket()
+        self._delay = self.backoff_ms
+        self._last_try = _now()
+
+    def _close_socket(self):
+        sock = getattr(self.client, "sock", None)
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _on_message(self, topic, msg):
+        if bytes(topic) != self.receipts_topic:
+            return
+        try:
+            r = json.loads(msg)
+            hexd = r["sha256"]
+            result = r["result"]
+            digest = binascii.unhexlify(hexd) if isinstance(hexd, str) and len(hexd) == 2 * DIGEST else None
+        except (ValueError, KeyError, TypeError):
+            digest = None
+        self._msgs += 1
+        if digest is None:
+            self.unmatched += 1
+            return
+        slot = self.outbox.find(digest)
+        if slot < 0 or not (result in FINAL or result == "rejected"):
+            self.unmatched += 1
+            return
+        if result == "rejected":
+            self.rejected += 1
+            self.last_rejection = (self.outbox.epoch(slot), self.outbox.seq(slot), r.get("reason", ""))
+        else:
+            self.delivered += 1
+        self.outbox.free(slot)
+        self._sent[slot] = 0
+
+
+def _digits(buf, at, v):
+    # decimal digits of v >= 0 written at buf[at:]; returns how many
+    n = 1
+    t = v
+    while t >= 10:
+        t //= 10
+        n += 1
+    for i in range(n - 1, -1, -1):
+        buf[at + i] = 48 + v % 10
+        v //= 10
+    return n
+
