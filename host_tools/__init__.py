@@ -62,6 +62,8 @@ _LAZY = {
     "Store": ("edgesynth.fleet.store", "Store"),
     "ingest": ("edgesynth.fleet.storage", "ingest"),
     "migrate": ("edgesynth.fleet.storage", "migrate"),
+    "gateway": ("edgesynth.fleet.gateway", "gateway"),
+    "publish": ("edgesynth.fleet.publish", "publish"),
     "docs_path": ("edgesynth.manual", "docs_path"),
     "docs_topics": ("edgesynth.manual", "docs_topics"),
     "run_demo": ("edgesynth.demo", "run_demo"),
@@ -74,8 +76,10 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.demo import run_demo
     from edgesynth.evaluation.report import report
     from edgesynth.evaluation.scoring import evaluate
+    from edgesynth.fleet.gateway import gateway
     from edgesynth.fleet.keys import Keyring, new_key, write_credentials
     from edgesynth.fleet.keys import load as load_keyring
+    from edgesynth.fleet.publish import publish
     from edgesynth.fleet.storage import ingest, migrate
     from edgesynth.fleet.store import Store
     from edgesynth.manual import docs_path, docs_topics
@@ -89,6 +93,7 @@ __all__ = [
     "read", "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
     "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize", "report",
     "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "ingest", "migrate",
+    "gateway", "publish",
     "docs_path", "docs_topics", "run_demo",
     "EdgesynthError", "InputError", "FrameError", "MergeError", "StoreError", "IngestStopped",
     "InversionError", "EvaluationInputError",

@@ -30,6 +30,7 @@ from edgesynth.data.files import read_table
 from edgesynth.data.tables import MISSING_RULES
 from edgesynth.errors import ColumnNotFound, EdgesynthError, InputError
 from edgesynth.evaluation.table import rows as utility_rows
+from edgesynth.fleet.broker import Connection
 from edgesynth.fleet.ingest import shown
 from edgesynth.manual import docs_dir, docs_title
 from edgesynth.outputs import write_bytes, write_text
@@ -383,11 +384,14 @@ def combine(configs, output):
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key: tag the frame with HMAC-SHA256.")
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring from `keys new`: tag frames with the key of --device-id.")
+@click.option("--publish", "publish_url", default=None,
+              help="Also publish the frames to this broker (mqtt://HOST:PORT), in window order after the run, "
+                   "and wait for the gateway's receipts as `publish` does (30 s).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Frame file to write; '-' for stdout, not a terminal (the summary then goes to stderr).")
 @_reading_options
 def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_id, epoch, seq, time_column, window,
-             start, end, key_hex, keyring, output, missing, delimiter):
+             start, end, key_hex, keyring, publish_url, output, missing, delimiter):
     """Run the device agent over a CSV on this machine and write its release frame(s).
 
     Without --window every row goes into one release. With --time-column,
@@ -401,6 +405,7 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     if any(v is not None for v in timed) and not all(v is not None for v in timed):
         raise InputError("--time-column, --window, --start and --end go together")
     read_once([config_path, input_path], ["--config", "--input"])
+    conn = _connection(publish_url, None, None, None, None) if publish_url else None  # a bad URL before the run
     if is_stdio(output):
         check_binary_stdout("frames")  # before the agent runs, not after
     cfg = es.load_config(config_path)
@@ -446,6 +451,8 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
                                                           sum(len(f) for _, f in frames))
     click.echo("wrote %s: %d readings%s, %s%s" % (_shown(output), len(data), _skipped(table), size,
                                                  ", tagged" if key_hex or keyring else ""), err=is_stdio(output))
+    if conn:
+        return _publish_and_wait([f for _, f in frames], conn, PUBLISH_TIMEOUT)
 
 
 # ----------------------------------------------------------------- firmware
@@ -806,6 +813,91 @@ def _frame_printer(as_json):
 def _finish(outcome):
     click.echo(outcome.summary(), err=True)
     return 0 if outcome.ok else 2
+
+
+# ------------------------------------------------------------ MQTT: gateway, publish
+def _broker_options(command):
+    """--broker and the TLS / user options of a command that talks MQTT."""
+    for opt in reversed([
+        click.option("--broker", required=True, help="mqtt://HOST[:PORT] (1883) or mqtts://HOST[:PORT] (TLS, 8883)."),
+        click.option("--cafile", default=None, type=click.Path(dir_okay=False),
+                     help="mqtts: CA certificate(s) the broker's certificate must chain to (default: the system's)."),
+        click.option("--cert", default=None, type=click.Path(dir_okay=False), help="mqtts: client certificate."),
+        click.option("--key", "key_file", default=None, type=click.Path(dir_okay=False),
+                     help="mqtts: the client certificate's private key."),
+        click.option("--username", default=None,
+                     help="User name; the password is read from $EDGESYNTH_MQTT_PASSWORD (never an option)."),
+    ]):
+        command = opt(command)
+    return command
+
+
+def _connection(broker, cafile, cert, key_file, username):
+    return Connection(broker, cafile=cafile, cert=cert, key=key_file, username=username)
+
+
+@main.command()
+@_broker_options
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False),
+              help="SQLite store; created only where no file exists (an existing file must be a store).")
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False),
+              help="Keyring: each frame must verify under the key of its envelope's device.")
+@click.option("--client-id", default="edgesynth-gateway", show_default=True,
+              help="The persistent session's client id (one running gateway per id).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per frame on stdout, as ingest --json.")
+def gateway(broker, cafile, cert, key_file, username, store_path, keyring, client_id, as_json):
+    """Receive frames from an MQTT broker and store them, until SIGTERM or Ctrl-C.
+
+    Subscribes to edgesynth/+/frames/+ (QoS 1, persistent session); each frame
+    is verified and committed to the store, then answered with a receipt on
+    edgesynth/DEVICE/receipts, then acknowledged (PUBACK). Prints one line per
+    frame as ingest does (TOPIC in place of FILE). On SIGTERM or SIGINT it
+    finishes the frame in hand, disconnects and exits 0 with a summary on stderr.
+    """
+    stopping = []
+
+    def stop(signum, frame):
+        stopping.append(signum)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    outcome = es.gateway(_connection(broker, cafile, cert, key_file, username), store_path, keyring,
+                         on_frame=_frame_printer(as_json), stop=lambda: bool(stopping), client_id=client_id,
+                         on_status=lambda line: click.echo("gateway: " + line, err=True))
+    click.echo("gateway stopped: %s" % outcome.summary(), err=True)
+    return 0
+
+
+PUBLISH_TIMEOUT = 30.0  # s: simulate --publish waits this long for the receipts
+
+
+def _publish_and_wait(frames, conn, timeout):
+    """Publish ``frames`` (paths or bytes), print one line per receipt; exit status."""
+    def printed(f):
+        sys.stdout.write(f.text() + "\n")
+        sys.stdout.flush()
+    res = es.publish(frames, conn, timeout, on_receipt=printed)
+    for f in res.missing:
+        click.echo("%s: no receipt within %g s (device %s epoch %d)" % (f.label, timeout, shown(f.device), f.epoch),
+                   err=True)
+    click.echo(res.summary(), err=True)
+    return 0 if res.ok else 2
+
+
+@main.command()
+@click.argument("frames", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@_broker_options
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0, min_open=True),
+              help="Seconds to wait for every receipt.")
+def publish(frames, broker, cafile, cert, key_file, username, timeout):
+    """Publish recorded frames (FRAMES, files of frames back to back) to a gateway and wait for its receipts.
+
+    Each frame goes with QoS 1 to edgesynth/DEVICE/frames/EPOCH; prints
+    "receipt FILE frame I DEVICE EPOCH RESULT[: reason]" per receipt. Exit 0
+    iff every frame was stored or a duplicate; 2 if one was refused or got no
+    receipt within --timeout (those are named on stderr).
+    """
+    read_once(list(frames))
+    return _publish_and_wait(list(frames), _connection(broker, cafile, cert, key_file, username), timeout)
 
 
 @main.group()

@@ -146,11 +146,11 @@ def ingest_file(store, path, key_for, outcome, report):
                     reason = str(wrong)
             done(Report(path, i, REJECTED, reason=reason))
             return
-        _ingest_frame(store, path, i, data, pos, key_for, outcome, done)
+        ingest_frame(store, path, i, data, pos, key_for, outcome, done)
         pos, i = stop, i + 1
 
 
-def _ingest_frame(store, path, i, data, pos, key_for, outcome, done):
+def ingest_frame(store, path, i, data, pos, key_for, outcome, done):
     """Verify the frame at ``data[pos:]``, store it, and ``done(Report)``."""
     try:
         rel = parse_frame(data, pos, key_for=key_for, require_tag=True)[0]
@@ -176,7 +176,7 @@ def migrate(old_path, store, key_for, report):
     outcome = Outcome()
     done = outcome.tally(report)
     for i, raw in enumerate(schema_1_frames(old_path)):
-        _ingest_frame(store, old_path, i, raw, 0, key_for, outcome, done)
+        ingest_frame(store, old_path, i, raw, 0, key_for, outcome, done)
     return outcome
 
 

@@ -1,6 +1,7 @@
 """Frames into the durable store (``edgesynth ingest``, ``store migrate``;
 docs/trust.md): verify each frame under its device's key, store it in its own
 transaction, and only then report it."""
+import contextlib
 import os
 
 from edgesynth.fleet.ingest import ingest as ingest_files
@@ -11,15 +12,23 @@ from edgesynth.fleet.store import Store, require_schema_1
 from edgesynth.stdio import read_once
 
 
-def _into_store(store, keyring, run, on_frame):
-    """Open (or create) ``store`` unless it is a Store, and ``run(store,
-    key_for, report)`` with ``keyring``'s keys; returns its Outcome."""
+@contextlib.contextmanager
+def open_store(store, keyring):
+    """(Store, key_for) of ``store`` (a path, opened for writing and created if
+    no file is there, then closed on exit; or an open Store, left open) and
+    ``keyring`` (a path or a Keyring)."""
     ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
-    report = on_frame or (lambda r: None)
     if isinstance(store, Store):
-        return run(store, ring.key_for, report)
+        yield store, ring.key_for
+        return
     with Store(os.fspath(store), create=True) as st:
-        return run(st, ring.key_for, report)
+        yield st, ring.key_for
+
+
+def _into_store(store, keyring, run, on_frame):
+    """``run(store, key_for, report)`` on open_store(store, keyring); returns its Outcome."""
+    with open_store(store, keyring) as (st, key_for):
+        return run(st, key_for, on_frame or (lambda r: None))
 
 
 def ingest(files, store, keyring, on_frame=None):

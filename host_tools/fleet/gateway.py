@@ -1,0 +1,158 @@
+"""`edgesynth gateway`: frames from an MQTT broker into the store (docs/transport.md).
+
+The gateway subscribes to ``edgesynth/+/frames/+`` at QoS 1 in a persistent
+session (clean session off, a fixed client id) with manual acknowledgement.
+Each message is one frame, handled as ``ingest`` handles a frame of a file
+(edgesynth.fleet.ingest.ingest_frame: tag checked under the keyring, payload
+decoded with limits, stored in its own committed transaction), and only then
+answered: first the receipt on ``edgesynth/<device>/receipts``, then the
+PUBACK. A gateway killed at any moment therefore loses nothing: the broker
+redelivers every frame it has not acknowledged, and a frame committed but
+not acknowledged comes back as a duplicate (idempotent, answered again).
+
+Phase 1 commits each frame in its own transaction (no batching).
+
+Messages are handled in the thread that runs the network loop, one at a time,
+so the store's connection stays in one thread and a PUBACK can never refer
+to a message of an earlier connection.
+"""
+import time
+
+from edgesynth.errors import FrameError, InputError
+from edgesynth.fleet.broker import FRAMES, as_connection, receipt, receipt_topic, topic_device
+from edgesynth.fleet.ingest import REJECTED, Outcome, Report, ingest_frame
+from edgesynth.fleet.storage import open_store
+from edgesynth.frames import split_envelope
+
+MAX_FRAME = 1 << 20     # bytes: larger messages are rejected unread (files of any size go through ingest)
+CLIENT_ID = "edgesynth-gateway"
+LOOP_TIMEOUT = 0.2      # s: how often the loop looks at ``stop``
+RECONNECT_MAX = 5.0     # s: longest wait between reconnection attempts
+
+
+class _Gateway:
+    def __init__(self, conn, store, key_for, report, stop, client_id, max_frame, status):
+        self.conn, self.store, self.key_for, self.stop, self.status = conn, store, key_for, stop, status
+        self.client_id = client_id
+        self.max_frame = max_frame
+        self.outcome = Outcome()
+        self.done = self.outcome.tally(report)
+        self.refused = None  # the broker's reason when it refuses the connection
+        self.connected = False
+        self.client = conn.client(client_id, clean_session=False, manual_ack=True)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_message = self._on_message
+        self.client.on_subscribe = self._on_subscribe
+
+    def _on_connect(self, client, userdata, flags, reason, properties):
+        if reason.is_failure:
+            self.refused = str(reason)
+            return
+        self.connected = True
+        self.session = flags.session_present
+        client.subscribe(FRAMES, qos=1)  # kept by the session too; again in case the broker lost it
+
+    def _on_subscribe(self, client, userdata, mid, reasons, properties):
+        self.status("subscribed to %s on %s as %s (%s session)" % (
+            FRAMES, self.conn.url, self.client_id, "resumed" if self.session else "new"))
+
+    def _on_disconnect(self, client, userdata, flags, reason, properties):
+        if self.connected and not self.stop():
+            self.status("connection to %s lost (%s); reconnecting" % (self.conn.url, reason))
+        self.connected = False
+
+    def _on_message(self, client, userdata, msg):
+        if self.stop():
+            return  # not acknowledged: the broker redelivers it to the next gateway
+        data, topic = msg.payload, msg.topic
+        device = topic_device(topic)
+        rejected = self._refusal(data, device)
+        if rejected:
+            self.done(Report(topic, 0, REJECTED, reason=rejected))
+            answer = receipt(data, REJECTED, reason=rejected)
+        else:
+            # IngestStopped (the store cannot be written) propagates: nothing acknowledged
+            ingest_frame(self.store, topic, 0, data, 0, self.key_for, self.outcome, self._answered(data))
+            answer = self._last
+        if device:  # the subscription guarantees one; the check keeps a stray message from crashing us
+            client.publish(receipt_topic(device), answer, qos=1)
+        client.ack(msg.mid, msg.qos)
+
+    def _answered(self, data):
+        def done(r):
+            self._last = receipt(data, r.result, r.epoch, r.seq, r.reason)
+            self.done(r)
+        return done
+
+    def _refusal(self, data, device):
+        """Why the message cannot hold a frame of ``device``, or None."""
+        if device is None:
+            return "not a frames topic"
+        if len(data) > self.max_frame:
+            return "message of %d bytes, above the gateway's %d-byte limit" % (len(data), self.max_frame)
+        try:
+            envelope = split_envelope(data)
+            envelope_device, stop = envelope[0], envelope[4]
+        except FrameError as e:
+            return str(e)
+        if envelope_device != device:
+            return "frame of device %r published under the topic of device %r" % (envelope_device, device)
+        if stop != len(data):
+            return "%d bytes after the frame (one frame per message)" % (len(data) - stop)
+        return None
+
+    def run(self):
+        self.conn.connect(self.client)
+        delay = 0.1
+        while not self.stop():
+            rc = self.client.loop(timeout=LOOP_TIMEOUT)
+            if self.refused:
+                raise InputError("the broker %s refused the gateway: %s" % (self.conn.url, self.refused))
+            if rc == 0:
+                delay = 0.1
+                continue
+            # connection lost: reconnect with backoff; unacknowledged frames come back
+            time.sleep(delay)
+            delay = min(2 * delay, RECONNECT_MAX)
+            try:
+                self.client.reconnect()
+            except OSError:
+                pass
+        # stop: the message being handled (if any) finished inside loop(); the receipts and
+        # PUBACKs still queued go out before the DISCONNECT, which closes the session cleanly
+        self.client.disconnect()
+        deadline = time.monotonic() + 2
+        while self.connected and time.monotonic() < deadline and self.client.loop(timeout=LOOP_TIMEOUT) == 0:
+            pass
+        return self.outcome
+
+
+def gateway(broker, store, keyring, *, on_frame=None, stop=None, on_status=None, client_id=CLIENT_ID,
+            max_frame=MAX_FRAME, cafile=None, cert=None, key=None, username=None, password=None):
+    """Run an MQTT gateway until ``stop()`` returns true (a callable, e.g.
+    ``threading.Event().is_set``; None: forever).
+
+    broker: ``mqtt://HOST[:PORT]`` or ``mqtts://HOST[:PORT]`` (then ``cafile``,
+        ``cert``/``key`` for TLS); ``username``/``password`` as mosquitto's
+        password_file checks them (password default: $EDGESYNTH_MQTT_PASSWORD).
+    store, keyring: as es.ingest (a path, created if missing, or an open Store;
+        a keyring path or es.load_keyring(...)).
+    on_frame: called with one ingest Report per frame after its commit, before
+        its receipt and PUBACK (``path`` is the message's topic).
+    on_status: called with a line of text when the gateway has subscribed
+        (at start and after each reconnection) and when the connection is lost.
+    client_id: the persistent session's id; one gateway per id.
+    max_frame: messages above this many bytes (default 1 MiB) are rejected.
+
+    Returns the Outcome (counts of stored, duplicate, conflict, rejected). A bad
+    frame is counted and answered with a "rejected" receipt, never raised;
+    IngestStopped is raised if the store cannot be written (that frame is not
+    acknowledged, so the broker keeps it), InputError if the broker cannot be
+    reached at start or refuses the connection.
+    """
+    conn = as_connection(broker, cafile=cafile, cert=cert, key=key, username=username, password=password)
+    with open_store(store, keyring) as (st, key_for):
+        gw = _Gateway(conn, st, key_for, on_frame or (lambda r: None), stop or (lambda: False), client_id,
+                      max_frame, on_status or (lambda line: None))
+        return gw.run()
