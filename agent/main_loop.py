@@ -26,6 +26,13 @@ and the loop stops when the next release would exceed "lifetime_epsilon".
 After a reboot a released-but-unsent window is resent byte-identically, and an
 unreleased one continues with its own noise. A missing, forged or rolled-back
 state record stops the device (StateError): docs/trust.md section 6.
+
+With an "mqtt" block ({"host": "192.0.2.10", "outbox": "outbox", ...},
+agent/transport/mqtt.py ``from_config``) each frame is published to the
+gateway instead of appended to "out": it is kept in the flash outbox until
+its receipt, receipts are taken between readings, and a full outbox stops
+the loop with OutboxFull (the ledgered window stays sealed and is resent
+after the restart). docs/transport.md.
 """
 import json
 
@@ -87,7 +94,8 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
 
     ``sensor.read()`` returns a reading or None at the end of a recording;
     ``clock`` has ``now``/``elapsed``/``wait`` (firmware_shims.sensors);
-    ``sink(buf, n)`` receives frame bytes (default: append to the "out" file).
+    ``sink(buf, n)`` receives frame bytes (default: append to the "out" file,
+    or publish them when the config has an "mqtt" block).
     Returns the number of frames released.
     """
     with open(config_path) as fh:
@@ -102,12 +110,16 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
         d = Device(cfg, path, device_id, key)
     else:
         device_id, key = _identity(dev)
+    pub = None
+    if dev.get("mqtt") and sink is None:
+        from .transport.mqtt import from_config
+        pub = from_config(dev["mqtt"], device_id)
     if sensor is None:
         sensor = shim("sensors").AdcSensor(dev.get("adc_pins", [26]))
     if clock is None:
         clock = shim("sensors").TicksClock()
     out = None
-    if sink is None:
+    if sink is None and pub is None:
         out = open(dev.get("out", "frames.bin"), "ab")
 
         def sink(buf, n):
@@ -115,7 +127,7 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
     try:
         if d is not None:
             return _run_ledgered(d, dev.get("checkpoint_every", 0), sensor, clock, sink, sample_ms, release_ms,
-                                 max_epochs)
+                                 max_epochs, pub)
         epoch = dev.get("first_epoch", 0)
         released = 0
         reading = sensor.read()
@@ -124,9 +136,11 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
             start = clock.now()
             while reading is not None and clock.elapsed(start) < release_ms:
                 a.update(reading)
+                if pub is not None:
+                    pub.poll()
                 clock.wait(sample_ms)
                 reading = sensor.read()
-            a.release(sink)
+            _release(a, sink, pub)
             a = None
             released += 1
             epoch += 1
@@ -134,12 +148,22 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
     finally:
         if out is not None:
             out.close()
+        if pub is not None:
+            pub.close()
 
 
-def _run_ledgered(d, every, sensor, clock, sink, sample_ms, release_ms, max_epochs):
+def _release(src, sink, pub):
+    # src: an Agent or a ledger Device; the frame goes to the sink or the publisher
+    if pub is None:
+        src.release(sink)
+    else:
+        pub.release(src)
+
+
+def _run_ledgered(d, every, sensor, clock, sink, sample_ms, release_ms, max_epochs, pub=None):
     released = 0
     if d.sealed:  # rebooted after a release: resend it (free), then a new window
-        d.release(sink)
+        _release(d, sink, pub)  # the outbox keeps one copy of a frame it already holds
         d.next_epoch()
     reading = sensor.read()
     while reading is not None and (max_epochs is None or released < max_epochs):
@@ -150,10 +174,12 @@ def _run_ledgered(d, every, sensor, clock, sink, sample_ms, release_ms, max_epoc
             n += 1
             if every and n % every == 0:
                 d.checkpoint()
+            if pub is not None:
+                pub.poll()
             clock.wait(sample_ms)
             reading = sensor.read()
         try:
-            d.release(sink)
+            _release(d, sink, pub)
         except BudgetError:
             break
         released += 1

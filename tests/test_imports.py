@@ -32,11 +32,12 @@ MP_DRIVER = "edgesynth.runtimes.mp_driver"  # the host's script that MicroPython
 HOST, AGENT, SHIMS = "edgesynth", "edgesynth.agent", "edgesynth.firmware_shims"
 
 # Modules MicroPython has (its stdlib, with the u-prefixed names of older
-# ports, plus the board-only machine, micropython and ulab).
+# ports, plus the board-only machine, micropython and ulab, and micropython-lib's
+# umqtt, which a board installs with mip for agent/transport/mqtt.py).
 MICROPYTHON = {
     "array", "asyncio", "binascii", "collections", "errno", "gc", "hashlib", "heapq", "io", "json",
     "machine", "math", "micropython", "os", "random", "re", "select", "socket", "struct", "sys",
-    "time", "uctypes", "ulab", "zlib",
+    "time", "uctypes", "ulab", "umqtt", "zlib",
 }
 MICROPYTHON |= {"u" + m for m in MICROPYTHON if not m.startswith("u")}
 
@@ -61,6 +62,7 @@ FUNCTION_LEVEL = {
     (AGENT + ".device", AGENT + ".privhp.block"): HEAP + " (update_block and the numeric facade)",
     (AGENT + ".spec", AGENT + ".dlap"): UNLOAD + "; the sampler loads only when noise is drawn (not on restore)",
     (AGENT + ".main_loop", AGENT + ".ledger"): HEAP + " (the ledger and persistence: a \"state\" block)",
+    (AGENT + ".main_loop", AGENT + ".transport.mqtt"): HEAP + " (the MQTT publisher: an \"mqtt\" block)",
     (HOST + ".runtimes.mp_driver", AGENT): "a script MicroPython runs, not a host module: the bundle's `agent`",
 }
 

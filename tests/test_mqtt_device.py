@@ -201,3 +201,25 @@ def test_device_reconnects_after_the_broker_restarts(device, stub, broker, tmp_p
     assert out.splitlines()[-2] == "FLUSH True"
     assert st["count"] == 0 and st["delivered"] == 3 and st["reconnects"] >= 2 and st["errors"] >= 1
     assert sorted(set(gw.epochs())) == [0, 1, 2]
+
+
+def test_main_loop_publishes_each_release_through_the_outbox(device, stub):
+    from edgesynth.frames import parse_frame
+    gw = stub()
+    dev = device()
+    lines, st = dev.run([["main", 3]])
+    assert lines == ["MAIN 3"]
+    deadline = time.monotonic() + 10
+    while len(gw.epochs()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gw.epochs() == [0, 1, 2]
+    key = bytes.fromhex(KEY)
+    with gw.lock:
+        for topic, payload in gw.frames:
+            rel, end = parse_frame(payload, key_for=lambda d: key, require_tag=True)
+            assert end == len(payload) and topic == "edgesynth/dev-a/frames/%d" % rel.epoch
+    # the loop ends right after the last release: a frame whose receipt it did
+    # not take stays in the outbox, and the next start publishes it again
+    lines, st = device().run([["flush", 10000]])
+    assert lines == ["FLUSH True"] and st["count"] == 0
+    assert os.listdir(dev.tmp / "outbox") == []

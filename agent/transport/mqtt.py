@@ -26,7 +26,7 @@ import binascii
 import json
 import time
 
-from .outbox import DIGEST, OutboxFull  # noqa: F401  (OutboxFull is part of this module's interface)
+from .outbox import DIGEST, Outbox, OutboxFull  # noqa: F401  (OutboxFull is part of this module's interface)
 
 PREFIX = "edgesynth/"
 FINAL = ("stored", "duplicate", "conflict")
@@ -84,6 +84,8 @@ class Publisher:
         self._topic[:len(prefix)] = prefix
         self._plen = len(prefix)
         self._buf = bytearray(max_frame)
+        self._n = 0
+        self._gather_fn = self._gather  # bound once: MicroPython allocates a bound method per lookup
         self._msgs = 0  # receipts taken: check_msg returns None both when idle and after a message
         self._sent = bytearray(outbox.max_frames)  # 1 when a slot was published on the current connection
         self.connected = False
@@ -111,6 +113,15 @@ class Publisher:
             slot = self.outbox.put(epoch, seq, frame)
         self._sent[slot] = 0
         return self._publish(slot, frame)
+
+    def release(self, source):
+        """Release ``source`` (an Agent, or an agent.ledger.Device) straight
+        into the preallocated buffer and ``send`` the frame under the source's
+        epoch and seq: no frame-sized allocation. Same return and OutboxFull."""
+        a = getattr(source, "agent", source)
+        self._n = 0
+        source.release(self._gather_fn)
+        return self.send(a.epoch, a.seq, memoryview(self._buf)[:self._n])
 
     def poll(self):
         """Connect if due, then take every receipt waiting at the broker.
@@ -153,6 +164,14 @@ class Publisher:
         self.connected = False
 
     # ------------------------------------------------------------ internals
+    def _gather(self, buf, n):
+        # release sink: append buf[:n] to the frame being gathered
+        end = self._n + n
+        if end > self.max_frame:
+            raise ValueError("frame above max_frame %d bytes" % self.max_frame)
+        self._buf[self._n:end] = buf if n == len(buf) else memoryview(buf)[:n]
+        self._n = end
+
     def _publish(self, slot, frame):
         if not self._ensure():
             return False
@@ -244,3 +263,18 @@ def _digits(buf, at, v):
         v //= 10
     return n
 
+
+
+def from_config(mq, device_id):
+    """The Publisher of a device.json "mqtt" block (agent/main_loop.py):
+    {"host", "port" (1883), "client_id" ("edgesynth-<device id>"), "keepalive"
+    (seconds, 0 = none), "user", "password", "ssl" (false), "outbox"
+    (directory, "outbox"), "max_frames" (16), "max_bytes" (65536),
+    "max_frame" (4096), "backoff_ms" (250), "max_backoff_ms" (30000)}.
+    Imports umqtt.simple (install it with mip: docs/deployment.md)."""
+    from umqtt.simple import MQTTClient  # a board-only module: the Publisher itself takes any client
+    client = MQTTClient(mq.get("client_id", "edgesynth-" + device_id), mq["host"], mq.get("port", 1883),
+                        mq.get("user"), mq.get("password"), mq.get("keepalive", 0), mq.get("ssl", False))
+    box = Outbox(mq.get("outbox", "outbox"), mq.get("max_frames", 16), mq.get("max_bytes", 65536))
+    return Publisher(client, device_id, box, mq.get("max_frame", 4096), mq.get("backoff_ms", 250),
+                     mq.get("max_backoff_ms", 30000))

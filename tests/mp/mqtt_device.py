@@ -7,7 +7,8 @@ ARGS.json: {"port", "device", "key" (hex or null), "outbox", "max_frames",
 <epoch>.bin there, for the host to compare), "steps"}. Steps run in order:
 ["send", [epochs]] releases one window per epoch (seq 0) and sends it;
 ["flush", ms]; ["wait", path] waits until the file ``path`` exists;
-["poll"]. Prints one line per event and, last, a JSON line of the
+["poll"]; ["main", n] runs agent/main_loop.py for n windows of 10 readings
+with the config's "mqtt" block (its own Publisher, from_config). Prints one line per event and, last, a JSON line of the
 Publisher's counters and the outbox's state, plus heap measurements.
 """
 import binascii
@@ -44,6 +45,31 @@ def frame_of(dev, key, epoch):
     return a.release()
 
 
+class Readings:
+    def __init__(self, n):
+        self.i, self.n = 0, n
+
+    def read(self):
+        self.i += 1
+        return (self.i * 37 % 1000,) if self.i <= self.n else None
+
+
+def run_main_loop(args, n):
+    from agent import main_loop
+    from firmware_shims.sensors import StepClock
+    cred = args["outbox"] + "-cred.json"
+    with open(cred, "w") as fh:
+        json.dump({"id": args["device"], "key": args["key"]}, fh)
+    cfg = dict(CFG)
+    cfg["device"] = {"credentials": cred, "sample_ms": 1, "release_ms": 10,
+                     "mqtt": {"host": "127.0.0.1", "port": args["port"], "outbox": args["outbox"],
+                              "max_frames": args.get("max_frames", 16), "max_frame": 2048, "backoff_ms": 50}}
+    path = args["outbox"] + "-device.json"
+    with open(path, "w") as fh:
+        json.dump(cfg, fh)
+    print("MAIN", main_loop.run(path, sensor=Readings(10 * n), clock=StepClock(), max_epochs=n))
+
+
 def main(path):
     with open(path) as fh:
         args = json.load(fh)
@@ -76,6 +102,8 @@ def main(path):
                 print("SENT", epoch, ok)
         elif step[0] == "flush":
             print("FLUSH", pub.flush(step[1]))
+        elif step[0] == "main":
+            run_main_loop(args, step[1])
         elif step[0] == "poll":
             pub.poll()
         elif step[0] == "wait":
