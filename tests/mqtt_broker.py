@@ -56,6 +56,8 @@ class Broker:
                      "persistence_location %s/\nautosave_interval 1\nmax_inflight_messages 0\n"
                      "max_queued_messages 100000\nlog_dest file %s/mosquitto.log\n"
                      % (self.port, self.dir, self.dir))
+            if os.geteuid() == 0:  # else mosquitto drops to user mosquitto, who cannot write tmp_dir
+                fh.write("user root\n")
         self.proc = None
         self.start()
 

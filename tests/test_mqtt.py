@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,58 +18,17 @@ import pytest
 import edgesynth as es
 from edgesynth import agent
 from edgesynth.fleet.keys import load, new_key
+from tests.mqtt_broker import Broker, free_port
 from tests.test_store import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MOSQUITTO = "/usr/sbin/mosquitto"
-pytestmark = pytest.mark.skipif(not os.path.exists(MOSQUITTO),
-                                reason="mosquitto is not installed (apt-get install mosquitto; .ci/run does)")
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Broker:
-    """A mosquitto on a free loopback port, persisting to a temp dir."""
-
-    def __init__(self, tmp):
-        self.dir = tmp / "broker"
-        self.dir.mkdir()
-        self.port = _free_port()
-        self.url = "mqtt://127.0.0.1:%d" % self.port
-        self.conf = self.dir / "mosquitto.conf"
-        self.conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\n"
-                             "persistence_location %s/\n" % (self.port, self.dir))
-        if os.geteuid() == 0:  # else mosquitto drops to user mosquitto, who cannot write the temp dir
-            self.conf.write_text(self.conf.read_text() + "user root\n")
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        end = time.monotonic() + 10
-        while time.monotonic() < end:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("mosquitto did not listen on port %d" % self.port)
-
-    def stop(self):
-        """SIGTERM: mosquitto saves its persistence file and exits."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
 
 
 @pytest.fixture
 def broker(tmp_path):
-    b = Broker(tmp_path)
-    b.start()
+    """tests/mqtt_broker.py's mosquitto (skips without it), in its own folder."""
+    (tmp_path / "broker").mkdir()
+    b = Broker(tmp_path / "broker")
     yield b
     b.stop()
 
@@ -208,36 +166,42 @@ def test_gateway_killed_three_times_while_five_devices_publish_loses_nothing(env
                         key=keys.require(dev))
         a.update((0.5,))
         return bytes(a.release())
-    per_device = 6
+    per_device = 10
     frames = {d: [frame(d, e) for e in range(per_device)] for d in devices}
     db = tmp / "gw.db"
     gw = Gateway(broker, db, ring)
     gw.wait_subscribed()
     results = {}
 
-    threads = [threading.Thread(target=_device, args=(broker.url, frames[d], results.setdefault(d, [])))
+    threads = [threading.Thread(target=_device, args=(broker.url, frames[d], results.setdefault(d, []), 0.1))
                for d in devices]
     for t in threads:
         t.start()
     rng = random.Random(7)
+    acks = []  # frames answered by each gateway: the kills land mid-run
     for _ in range(3):
-        time.sleep(rng.uniform(0.1, 0.5))
+        time.sleep(rng.uniform(0.1, 0.4))
         gw.finish(signal.SIGKILL)
+        acks.append(len(gw.out))
         gw = Gateway(broker, db, ring)
         gw.wait_subscribed()
     for t in threads:
         t.join(40)
     assert gw.finish() == 0
+    acks.append(len(gw.out))
+    assert all(acks), acks
     for d in devices:
         assert all(r.ok for r in results[d]), [r.summary() for r in results[d]]
     want = sorted((d, e, f) for d in devices for e, f in enumerate(frames[d]))
     assert stored_raw(db) == want  # every frame once (the primary key), byte-identical
 
 
-def _device(url, frames, results):
+def _device(url, frames, results, pause=0.0):
     """Publish ``frames`` one at a time, each waiting for its receipt, as a
-    device's outbox does; a broker that cannot be reached is tried again."""
+    device's outbox does, ``pause`` seconds apart; a broker that cannot be
+    reached is tried again."""
     for f in frames:
+        time.sleep(pause)
         while True:
             try:
                 results.append(es.publish(f, url, timeout=30))
@@ -308,6 +272,6 @@ def test_broker_urls_and_options_are_checked(env):
     code, out, err = run("gateway", "--broker", "mqtt://h", "--cafile", ring, "--store", tmp / "s.db",
                          "--keyring", ring)
     assert code == 2 and "need an mqtts:// broker" in err
-    port = _free_port()
+    port = free_port()
     code, out, err = run("publish", ring, "--broker", "mqtt://127.0.0.1:%d" % port)
     assert code == 2 and "error:" in err
