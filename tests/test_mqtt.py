@@ -275,3 +275,15 @@ def test_broker_urls_and_options_are_checked(env):
     port = free_port()
     code, out, err = run("publish", ring, "--broker", "mqtt://127.0.0.1:%d" % port)
     assert code == 2 and "error:" in err
+
+
+def test_simulate_publish_sends_every_window_and_waits_for_receipts(fleet):
+    tmp, ring, frame, broker, gw = fleet
+    assert run("plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "32K", "-o", tmp / "c.json")[0] == 0
+    (tmp / "d.csv").write_text("t,x0\n" + "".join("%d,%.2f\n" % (t, t / 40) for t in range(40)))
+    code, out, err = run("simulate", "--config", tmp / "c.json", "--input", tmp / "d.csv", "--device-id", "a",
+                         "--keyring", ring, "--time-column", "t", "--window", 10, "--start", 0, "--end", 40,
+                         "--publish", broker.url, "-o", tmp / "f.bin")
+    assert code == 0, err
+    assert [r for *_, r in receipts(out)] == ["stored"] * 4
+    assert b"".join(raw for _, _, raw in stored_raw(tmp / "gw.db")) == (tmp / "f.bin").read_bytes()
