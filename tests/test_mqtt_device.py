@@ -7,7 +7,8 @@ Checks: frames arrive byte-identical to what Agent.release() returned; the
 outbox frees a frame only on its receipt, and unacknowledged frames survive a
 reboot (a new process on the same outbox) and are published again; a full
 outbox is reported and nothing is overwritten; a "rejected" receipt frees and
-counts the frame; the device reconnects after the broker restarts.
+counts the frame; the device reconnects after the broker restarts; with
+`edgesynth gateway` the frames land byte-identical in the store.
 """
 import hashlib
 import json
@@ -19,7 +20,8 @@ import threading
 import time
 
 import pytest
-from mqtt_broker import broker, umqtt_path  # noqa: F401  (pytest fixtures)
+
+from tests.mqtt_broker import broker, umqtt_path  # noqa: F401  (pytest fixtures)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVER = os.path.join(REPO, "tests", "mp", "mqtt_device.py")
@@ -148,7 +150,7 @@ def test_unacknowledged_frames_survive_a_reboot_and_are_resent(device, stub):
     lines, st = dev.run([["send", [0, 1]], ["flush", 300]])
     # the broker acknowledged both publishes, but no receipt: nothing is freed
     assert lines == ["SENT 0 True", "SENT 1 True", "FLUSH False"]
-    assert st["published"] == 2 and st["count"] == 2 and st["held"] == [[0, 0], [1, 0]]
+    assert st["published"] == 2 and st["count"] == 2 and st["held"] == [[0, 0], [1, 1]]
     assert len(os.listdir(dev.tmp / "outbox")) == 2
     answers["on"] = True
     lines, st = dev.run([["flush", 10000]])  # the reboot: a new process on the same outbox
@@ -165,7 +167,7 @@ def test_full_outbox_is_reported_and_nothing_overwritten(device, stub):
     dev = device(max_frames=2)
     lines, st = dev.run([["send", [0, 1, 2]], ["flush", 200]])
     assert lines[2].startswith("FULL 2 outbox full: 2 of 2 frames")
-    assert st["full"] == [2] and st["held"] == [[0, 0], [1, 0]]
+    assert st["full"] == [2] and st["held"] == [[0, 0], [1, 1]]
     files = sorted(os.listdir(dev.tmp / "outbox"))
     before = [(dev.tmp / "outbox" / f).read_bytes() for f in files]
     assert len(files) == 2 and all(b[48:] == dev.frame(e) for b, e in zip(before, (0, 1)))
@@ -179,7 +181,7 @@ def test_rejected_receipt_frees_and_counts_the_frame(device, stub):
     stub(lambda epoch: "rejected" if epoch == 1 else "stored")
     lines, st = device().run([["send", [0, 1, 2]], ["flush", 10000]])
     assert st["count"] == 0 and st["delivered"] == 2 and st["rejected"] == 1
-    assert st["last_rejection"] == [1, 0, "bad tag"]
+    assert st["last_rejection"] == [1, 1, "bad tag"]
 
 
 def test_device_reconnects_after_the_broker_restarts(device, stub, broker, tmp_path):  # noqa: F811
@@ -223,3 +225,23 @@ def test_main_loop_publishes_each_release_through_the_outbox(device, stub):
     lines, st = device().run([["flush", 10000]])
     assert lines == ["FLUSH True"] and st["count"] == 0
     assert os.listdir(dev.tmp / "outbox") == []
+
+
+def test_frames_from_the_micropython_device_are_stored_byte_identical_by_the_gateway(device, broker,  # noqa: F811
+                                                                                      tmp_path):
+    from edgesynth.fleet.keys import load, new_key
+    from tests.test_mqtt import Gateway, stored_raw
+    ring = str(tmp_path / "ring.json")
+    new_key(ring, "dev-a")
+    gw = Gateway(broker, tmp_path / "gw.db", ring)
+    try:
+        gw.wait_subscribed()
+        dev = device(key=load(ring).require("dev-a").hex())
+        lines, st = dev.run([["send", [0, 1, 2]], ["flush", 20000]])
+        assert lines[-1] == "FLUSH True", (lines, gw.err)
+        assert st["delivered"] == 3 and st["rejected"] == 0 and st["count"] == 0
+        assert gw.finish() == 0
+    finally:
+        if gw.proc.poll() is None:
+            gw.proc.kill()
+    assert stored_raw(tmp_path / "gw.db") == [("dev-a", e, dev.frame(e)) for e in range(3)]

@@ -5,7 +5,7 @@
 ARGS.json: {"port", "device", "key" (hex or null), "outbox", "max_frames",
 "max_bytes", "frames" (directory: each released frame is also written to
 <epoch>.bin there, for the host to compare), "steps"}. Steps run in order:
-["send", [epochs]] releases one window per epoch (seq 0) and sends it;
+["send", [epochs]] releases one window per epoch (seq = epoch) and sends it;
 ["flush", ms]; ["wait", path] waits until the file ``path`` exists;
 ["poll"]; ["main", n] runs agent/main_loop.py for n windows of 10 readings
 with the config's "mqtt" block (its own Publisher, from_config). Prints one line per event and, last, a JSON line of the
@@ -37,7 +37,7 @@ CFG = {
 
 
 def frame_of(dev, key, epoch):
-    a = Agent(CFG, seed=b"mqtt-seed-%d" % epoch, device_id=dev, epoch=epoch, key=key)
+    a = Agent(CFG, seed=b"mqtt-seed-%d" % epoch, device_id=dev, epoch=epoch, seq=epoch, key=key)
     x = epoch + 1
     for _ in range(50):
         x = (1021 * x + 12345) & 0xFFFFF
@@ -93,7 +93,7 @@ def main(path):
                 gc.collect()
                 m0 = gc.mem_alloc()
                 try:
-                    ok = pub.send(epoch, 0, frame)
+                    ok = pub.send(epoch, epoch, frame)
                 except OutboxFull as e:
                     full.append(epoch)
                     print("FULL", epoch, e)
