@@ -109,7 +109,8 @@ class Publisher:
         try:
             slot = self.outbox.put(epoch, seq, frame)
         except OutboxFull:
-            self.poll()  # receipts may be waiting at the broker
+            if self._ensure():
+                self._receipts()  # they may free room (not poll: its resends reuse the buffer frame may be in)
             slot = self.outbox.put(epoch, seq, frame)
         self._sent[slot] = 0
         return self._publish(slot, frame)
@@ -124,30 +125,20 @@ class Publisher:
         return self.send(a.epoch, a.seq, memoryview(self._buf)[:self._n])
 
     def poll(self):
-        """Connect if due, then take every receipt waiting at the broker.
-        Returns the number of frames still in the outbox."""
+        """Connect if due, publish the frames of the outbox not yet published
+        on this connection (after a reboot or a reconnect: all of them, oldest
+        first), then take every receipt waiting at the broker. Cheap when
+        there is nothing to do: call it between readings. Returns the number
+        of frames still in the outbox."""
         if self._ensure():
-            try:
-                for _ in range(4 * self.outbox.max_frames + 4):  # bounded: a flood cannot hold the device
-                    before = self._msgs
-                    if self.client.check_msg() is None and self._msgs == before:
-                        break
-            except _NET_ERRORS:
-                self._lost()
+            self._resend()
+            self._receipts()
         return self.outbox.count
 
     def flush(self, timeout_ms=10000):
-        """Publish every frame of the outbox not yet published on the current
-        connection (after a reboot or a reconnect: all of them) and wait for
-        receipts, up to ``timeout_ms``. True when the outbox is empty."""
+        """``poll`` until the outbox is empty (True) or ``timeout_ms`` passed (False)."""
         start = _now()
         while True:
-            if self._ensure():
-                for slot in self.outbox.slots():
-                    if not self._sent[slot]:
-                        n = self.outbox.read_into(slot, self._buf)
-                        if not self._publish(slot, memoryview(self._buf)[:n]):
-                            break
             if self.poll() == 0:
                 return True
             if _diff(_now(), start) >= timeout_ms:
@@ -164,6 +155,28 @@ class Publisher:
         self.connected = False
 
     # ------------------------------------------------------------ internals
+    def _resend(self):
+        box, sent = self.outbox, self._sent
+        for i in range(box.max_frames):  # no allocation unless a frame waits
+            if box.held(i) and not sent[i]:
+                break
+        else:
+            return
+        for slot in box.slots():
+            if not sent[slot]:
+                n = box.read_into(slot, self._buf)
+                if not self._publish(slot, memoryview(self._buf)[:n]):
+                    return
+
+    def _receipts(self):
+        try:
+            for _ in range(4 * self.outbox.max_frames + 4):  # bounded: a flood cannot hold the device
+                before = self._msgs
+                if self.client.check_msg() is None and self._msgs == before:
+                    break
+        except _NET_ERRORS:
+            self._lost()
+
     def _gather(self, buf, n):
         # release sink: append buf[:n] to the frame being gathered
         end = self._n + n

@@ -7,8 +7,9 @@ ARGS.json: {"port", "device", "key" (hex or null), "outbox", "max_frames",
 <epoch>.bin there, for the host to compare), "steps"}. Steps run in order:
 ["send", [epochs]] releases one window per epoch (seq = epoch) and sends it;
 ["flush", ms]; ["wait", path] waits until the file ``path`` exists;
-["poll"]; ["main", n] runs agent/main_loop.py for n windows of 10 readings
-with the config's "mqtt" block (its own Publisher, from_config). Prints one line per event and, last, a JSON line of the
+["poll"]; ["main", n, first epoch] runs agent/main_loop.py for n windows of
+10 readings with the config's "mqtt" block (its own Publisher, from_config;
+the script's Publisher is made at the first other step). Prints one line per event and, last, a JSON line of the
 Publisher's counters and the outbox's state, plus heap measurements.
 """
 import binascii
@@ -54,14 +55,14 @@ class Readings:
         return (self.i * 37 % 1000,) if self.i <= self.n else None
 
 
-def run_main_loop(args, n):
+def run_main_loop(args, n, first):
     from agent import main_loop
     from firmware_shims.sensors import StepClock
     cred = args["outbox"] + "-cred.json"
     with open(cred, "w") as fh:
         json.dump({"id": args["device"], "key": args["key"]}, fh)
     cfg = dict(CFG)
-    cfg["device"] = {"credentials": cred, "sample_ms": 1, "release_ms": 10,
+    cfg["device"] = {"credentials": cred, "sample_ms": 1, "release_ms": 10, "first_epoch": first,
                      "mqtt": {"host": "127.0.0.1", "port": args["port"], "outbox": args["outbox"],
                               "max_frames": args.get("max_frames", 16), "max_frame": 2048, "backoff_ms": 50}}
     path = args["outbox"] + "-device.json"
@@ -75,16 +76,22 @@ def main(path):
         args = json.load(fh)
     dev = args["device"]
     key = binascii.unhexlify(args["key"]) if args.get("key") else None
-    gc.collect()
-    before = gc.mem_alloc()
-    box = Outbox(args["outbox"], args.get("max_frames", 16), args.get("max_bytes", 65536))
-    client = MQTTClient(b"edgesynth-dev-" + dev.encode(), "127.0.0.1", args["port"])
-    pub = Publisher(client, dev, box, max_frame=2048, backoff_ms=50, max_backoff_ms=400)
-    pub.poll()  # connect and subscribe
-    gc.collect()
-    heap = {"transport": gc.mem_alloc() - before}
+    box = pub = None
+    heap = {}
     full = []
     for step in args["steps"]:
+        if step[0] == "main":
+            run_main_loop(args, step[1], step[2])
+            continue
+        if pub is None:
+            gc.collect()
+            before = gc.mem_alloc()
+            box = Outbox(args["outbox"], args.get("max_frames", 16), args.get("max_bytes", 65536))
+            client = MQTTClient(b"edgesynth-dev-" + dev.encode(), "127.0.0.1", args["port"])
+            pub = Publisher(client, dev, box, max_frame=2048, backoff_ms=50, max_backoff_ms=400)
+            pub.poll()  # connect, subscribe, publish what a previous run left
+            gc.collect()
+            heap["transport"] = gc.mem_alloc() - before
         if step[0] == "send":
             for epoch in step[1]:
                 frame = frame_of(dev, key, epoch)
@@ -102,8 +109,6 @@ def main(path):
                 print("SENT", epoch, ok)
         elif step[0] == "flush":
             print("FLUSH", pub.flush(step[1]))
-        elif step[0] == "main":
-            run_main_loop(args, step[1])
         elif step[0] == "poll":
             pub.poll()
         elif step[0] == "wait":
@@ -114,6 +119,8 @@ def main(path):
                 except OSError:
                     pub.poll()
                     time.sleep_ms(20)
+    if pub is None:
+        return
     print(json.dumps({"count": box.count, "held": [[box.epoch(s), box.seq(s)] for s in box.slots()],
                       "published": pub.published, "delivered": pub.delivered, "rejected": pub.rejected,
                       "last_rejection": pub.last_rejection, "unmatched": pub.unmatched,
