@@ -216,6 +216,14 @@ def test_device_reconnects_after_the_broker_restarts(device, stub, broker, tmp_p
     assert sorted(set(gw.epochs())) == [0, 1, 2]
 
 
+def test_poll_keeps_an_idle_connection_alive(device, stub):
+    stub()
+    # keepalive 1 s: without a ping within 1.5 s mosquitto drops the client
+    lines, st = device(keepalive=1).run([["idle", 2500], ["send", [0]], ["flush", 10000]])
+    assert lines == ["SENT 0 True", "FLUSH True"]
+    assert st["errors"] == 0 and st["reconnects"] == 1 and st["delivered"] == 1
+
+
 def _outbox_epochs(dev):
     return sorted(int.from_bytes(p.read_bytes()[4:8], "little") for p in (dev.tmp / "outbox").iterdir())
 

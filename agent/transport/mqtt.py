@@ -93,6 +93,7 @@ class Publisher:
         self.max_backoff_ms = max_backoff_ms
         self._delay = 0
         self._last_try = 0
+        self._last_ping = 0
         self.published = self.delivered = self.rejected = self.unmatched = self.reconnects = self.errors = 0
         self.last_rejection = None
         client.set_callback(self._on_message)
@@ -132,6 +133,7 @@ class Publisher:
         of frames still in the outbox."""
         if self._ensure():
             self._resend()
+            self._keepalive()
             self._receipts()
         return self.outbox.count
 
@@ -167,6 +169,16 @@ class Publisher:
                 n = box.read_into(slot, self._buf)
                 if not self._publish(slot, memoryview(self._buf)[:n]):
                     return
+
+    def _keepalive(self):
+        # a client made with keepalive K must talk within 1.5 K s or the broker drops it
+        k = getattr(self.client, "keepalive", 0)
+        if k and self.connected and _diff(_now(), self._last_ping) >= k * 500:
+            self._last_ping = _now()
+            try:
+                self.client.ping()  # the PINGRESP is read by check_msg
+            except _NET_ERRORS:
+                self._lost()
 
     def _receipts(self):
         try:
@@ -217,6 +229,7 @@ class Publisher:
             return False
         self.connected = True
         self._delay = 0
+        self._last_ping = _now()
         self.reconnects += 1
         for i in range(len(self._sent)):
             self._sent[i] = 0
@@ -275,7 +288,6 @@ def _digits(buf, at, v):
         buf[at + i] = 48 + v % 10
         v //= 10
     return n
-
 
 
 def from_config(mq, device_id):

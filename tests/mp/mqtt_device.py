@@ -7,7 +7,7 @@ ARGS.json: {"port", "device", "key" (hex or null), "outbox", "max_frames",
 <epoch>.bin there, for the host to compare), "steps"}. Steps run in order:
 ["send", [epochs]] releases one window per epoch (seq = epoch) and sends it;
 ["flush", ms]; ["wait", path] waits until the file ``path`` exists;
-["poll"]; ["main", n, first epoch] runs agent/main_loop.py for n windows of
+["poll"]; ["idle", ms] polls every 50 ms for ms; ["main", n, first epoch] runs agent/main_loop.py for n windows of
 10 readings with the config's "mqtt" block (its own Publisher, from_config;
 the script's Publisher is made at the first other step). Prints one line per event and, last, a JSON line of the
 Publisher's counters and the outbox's state, plus heap measurements.
@@ -87,7 +87,8 @@ def main(path):
             gc.collect()
             before = gc.mem_alloc()
             box = Outbox(args["outbox"], args.get("max_frames", 16), args.get("max_bytes", 65536))
-            client = MQTTClient(b"edgesynth-dev-" + dev.encode(), "127.0.0.1", args["port"])
+            client = MQTTClient(b"edgesynth-dev-" + dev.encode(), "127.0.0.1", args["port"],
+                                keepalive=args.get("keepalive", 0))
             pub = Publisher(client, dev, box, max_frame=2048, backoff_ms=50, max_backoff_ms=400)
             pub.poll()  # connect, subscribe, publish what a previous run left
             gc.collect()
@@ -111,6 +112,11 @@ def main(path):
             print("FLUSH", pub.flush(step[1]))
         elif step[0] == "poll":
             pub.poll()
+        elif step[0] == "idle":
+            t0 = time.ticks_ms()
+            while time.ticks_diff(time.ticks_ms(), t0) < step[1]:
+                pub.poll()
+                time.sleep_ms(50)
         elif step[0] == "wait":
             while True:
                 try:
