@@ -36,9 +36,9 @@ def broker(tmp_path):
 class Gateway:
     """`edgesynth gateway` in a subprocess, its stdout and stderr lines collected."""
 
-    def __init__(self, broker, db, ring, *extra):
+    def __init__(self, url, db, ring, *extra):
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        self.proc = subprocess.Popen([sys.executable, "-m", "edgesynth.cli", "gateway", "--broker", broker.url,
+        self.proc = subprocess.Popen([sys.executable, "-m", "edgesynth.cli", "gateway", "--broker", url,
                                       "--store", str(db), "--keyring", ring, *extra], cwd=ROOT, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.out, self.err = [], []
@@ -69,7 +69,7 @@ class Gateway:
 @pytest.fixture
 def fleet(env, broker):
     tmp, ring, keys, frame = env
-    gw = Gateway(broker, tmp / "gw.db", ring)
+    gw = Gateway(broker.url, tmp / "gw.db", ring)
     gw.wait_subscribed()
     yield tmp, ring, frame, broker, gw
     if gw.proc.poll() is None:
@@ -169,7 +169,7 @@ def test_gateway_killed_three_times_while_five_devices_publish_loses_nothing(env
     per_device = 10
     frames = {d: [frame(d, e) for e in range(per_device)] for d in devices}
     db = tmp / "gw.db"
-    gw = Gateway(broker, db, ring)
+    gw = Gateway(broker.url, db, ring)
     gw.wait_subscribed()
     results = {}
 
@@ -183,7 +183,7 @@ def test_gateway_killed_three_times_while_five_devices_publish_loses_nothing(env
         time.sleep(rng.uniform(0.1, 0.4))
         gw.finish(signal.SIGKILL)
         acks.append(len(gw.out))
-        gw = Gateway(broker, db, ring)
+        gw = Gateway(broker.url, db, ring)
         gw.wait_subscribed()
     for t in threads:
         t.join(40)
@@ -237,7 +237,7 @@ def test_frames_published_while_the_gateway_is_down_are_stored_when_it_returns(f
     t = threading.Thread(target=lambda: done.update(r=es.publish(frames, broker.url, timeout=20)))
     t.start()
     time.sleep(0.5)
-    gw2 = Gateway(broker, tmp / "gw.db", ring)
+    gw2 = Gateway(broker.url, tmp / "gw.db", ring)
     gw2.wait_subscribed()
     t.join(25)
     assert done["r"].ok
@@ -287,3 +287,34 @@ def test_simulate_publish_sends_every_window_and_waits_for_receipts(fleet):
     assert code == 0, err
     assert [r for *_, r in receipts(out)] == ["stored"] * 4
     assert b"".join(raw for _, _, raw in stored_raw(tmp / "gw.db")) == (tmp / "f.bin").read_bytes()
+
+
+def test_tls_and_password(env, broker, monkeypatch):
+    """mqtts:// with the broker's CA and mosquitto's password_file; a wrong password is refused."""
+    tmp, ring, keys, frame = env
+    d = tmp / "tls"
+    d.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(d / "key.pem"),
+                    "-out", str(d / "cert.pem")], check=True, capture_output=True)
+    subprocess.run(["mosquitto_passwd", "-b", "-c", str(d / "passwd"), "gw", "s3cret"], check=True)
+    broker.stop()
+    conf = open(broker.conf).read().replace("allow_anonymous true", "allow_anonymous false")
+    with open(broker.conf, "w") as fh:
+        fh.write(conf + "certfile %s\nkeyfile %s\npassword_file %s\n" % (d / "cert.pem", d / "key.pem", d / "passwd"))
+    broker.start()
+    url = broker.url.replace("mqtt://", "mqtts://")
+    monkeypatch.setenv("EDGESYNTH_MQTT_PASSWORD", "s3cret")
+    gw = Gateway(url, tmp / "gw.db", ring, "--cafile", str(d / "cert.pem"), "--username", "gw")
+    gw.wait_subscribed()
+    res = es.publish(frame("a", 0, 0), url, timeout=10, cafile=str(d / "cert.pem"), username="gw")
+    assert res.ok, res.summary()
+    assert gw.finish() == 0
+    with pytest.raises(es.InputError, match="refused"):
+        es.publish(frame("a", 1, 1), url, timeout=10, cafile=str(d / "cert.pem"), username="gw", password="wrong")
+    monkeypatch.setenv("EDGESYNTH_MQTT_PASSWORD", "wrong")
+    gw = Gateway(url, tmp / "gw.db", ring, "--cafile", str(d / "cert.pem"), "--username", "gw")
+    gw.proc.wait(10)
+    assert gw.finish() == 2  # the signal goes nowhere: it has exited
+    assert "refused the gateway" in gw.err[-1] and "Traceback" not in "".join(gw.err)
+    assert len(stored_raw(tmp / "gw.db")) == 1

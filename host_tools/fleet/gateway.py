@@ -16,6 +16,7 @@ Messages are handled in the thread that runs the network loop, one at a time,
 so the store's connection stays in one thread and a PUBACK can never refer
 to a message of an earlier connection.
 """
+import contextlib
 import time
 
 from edgesynth.errors import FrameError, InputError
@@ -104,6 +105,18 @@ class _Gateway:
 
     def run(self):
         self.conn.connect(self.client)
+        try:
+            self._serve()
+        except BaseException:
+            # the store failed, or the broker refused us: the frame in hand stays unacknowledged,
+            # so the broker keeps it for the next gateway; close the connection before raising
+            with contextlib.suppress(Exception):
+                self.client.disconnect()
+                self.client.loop(timeout=LOOP_TIMEOUT)
+            raise
+        return self.outcome
+
+    def _serve(self):
         delay = 0.1
         while not self.stop():
             rc = self.client.loop(timeout=LOOP_TIMEOUT)
@@ -125,7 +138,6 @@ class _Gateway:
         deadline = time.monotonic() + 2
         while self.connected and time.monotonic() < deadline and self.client.loop(timeout=LOOP_TIMEOUT) == 0:
             pass
-        return self.outcome
 
 
 def gateway(broker, store, keyring, *, on_frame=None, stop=None, on_status=None, client_id=CLIENT_ID,
