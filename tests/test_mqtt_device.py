@@ -255,7 +255,7 @@ def test_frames_from_the_micropython_device_are_stored_byte_identical_by_the_gat
     from tests.test_mqtt import Gateway, stored_raw
     ring = str(tmp_path / "ring.json")
     new_key(ring, "dev-a")
-    gw = Gateway(broker, tmp_path / "gw.db", ring)
+    gw = Gateway(broker.url, tmp_path / "gw.db", ring)
     try:
         gw.wait_subscribed()
         dev = device(key=load(ring).require("dev-a").hex())
