@@ -318,3 +318,15 @@ def test_tls_and_password(env, broker, monkeypatch):
     assert gw.finish() == 2  # the signal goes nowhere: it has exited
     assert "refused the gateway" in gw.err[-1] and "Traceback" not in "".join(gw.err)
     assert len(stored_raw(tmp / "gw.db")) == 1
+
+
+def test_a_batch_follows_the_store_rules_frame_by_frame(env):
+    """The gateway's batches (Store.put_many): one transaction, the same results
+    as one transaction per frame, a frame repeated inside a batch included."""
+    from edgesynth.frames import parse_frame
+    tmp, ring, keys, frame = env
+    a0, a0_other, b0 = (parse_frame(f, key_for=keys.key_for)[0]
+                        for f in (frame("a", 0, 0), frame("a", 0, 0, seed=b"other"), frame("b", 0, 0)))
+    with es.Store(str(tmp / "s.db"), create=True) as st:
+        assert st.put_many([a0, a0, a0_other, b0]) == ["stored", "duplicate", "conflict", "stored"]
+        assert st.put_many([b0]) == ["duplicate"] and st.count() == 2 and len(st.conflicts()) == 1

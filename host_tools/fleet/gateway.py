@@ -2,31 +2,33 @@
 
 The gateway subscribes to ``edgesynth/+/frames/+`` at QoS 1 in a persistent
 session (clean session off, a fixed client id) with manual acknowledgement.
-Each message is one frame, handled as ``ingest`` handles a frame of a file
-(edgesynth.fleet.ingest.ingest_frame: tag checked under the keyring, payload
-decoded with limits, stored in its own committed transaction), and only then
-answered: first the receipt on ``edgesynth/<device>/receipts``, then the
-PUBACK. A gateway killed at any moment therefore loses nothing: the broker
-redelivers every frame it has not acknowledged, and a frame committed but
-not acknowledged comes back as a duplicate (idempotent, answered again).
+Each message is one frame, checked as ``ingest`` checks a frame of a file (tag
+under the keyring, payload decoded with limits; edgesynth.frames.parse_frame)
+and stored by the store's rules. The messages that have arrived together (at
+most BATCH) are committed in one transaction, one fsync for all, and only
+then answered, message by message: the report, the receipt on
+``edgesynth/<device>/receipts``, the PUBACK. A gateway killed at any moment
+therefore loses nothing: the broker redelivers every frame it has not
+acknowledged, and a frame committed but not acknowledged comes back as a
+duplicate (idempotent, answered again).
 
-Phase 1 commits each frame in its own transaction (no batching).
-
-Messages are handled in the thread that runs the network loop, one at a time,
-so the store's connection stays in one thread and a PUBACK can never refer
-to a message of an earlier connection.
+Messages are handled in the thread that runs the network loop, so the
+store's connection stays in one thread, and a batch is answered before the
+loop reconnects, so a PUBACK never refers to a message of an earlier
+connection.
 """
 import contextlib
 import time
 
-from edgesynth.errors import FrameError, InputError
+from edgesynth.errors import FrameError, IngestStopped, InputError, StoreWriteError
 from edgesynth.fleet.broker import FRAMES, as_connection, receipt, receipt_topic, topic_device
-from edgesynth.fleet.ingest import REJECTED, Outcome, Report, ingest_frame
+from edgesynth.fleet.ingest import REJECTED, Outcome, Report, stored_report
 from edgesynth.fleet.storage import open_store
-from edgesynth.frames import split_envelope
+from edgesynth.frames import parse_frame, split_envelope
 
 MAX_FRAME = 1 << 20     # bytes: larger messages are rejected unread (files of any size go through ingest)
 CLIENT_ID = "edgesynth-gateway"
+BATCH = 256            # messages committed in one transaction at most
 LOOP_TIMEOUT = 0.2      # s: how often the loop looks at ``stop``
 RECONNECT_MAX = 5.0     # s: longest wait between reconnection attempts
 
@@ -40,6 +42,7 @@ class _Gateway:
         self.done = self.outcome.tally(report)
         self.refused = None  # the broker's reason when it refuses the connection
         self.connected = False
+        self.batch = []  # messages received, not yet handled
         self.client = conn.client(client_id, clean_session=False, manual_ack=True)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -64,27 +67,40 @@ class _Gateway:
         self.connected = False
 
     def _on_message(self, client, userdata, msg):
-        if self.stop():
-            return  # not acknowledged: the broker redelivers it to the next gateway
-        data, topic = msg.payload, msg.topic
-        device = topic_device(topic)
-        rejected = self._refusal(data, device)
-        if rejected:
-            self.done(Report(topic, 0, REJECTED, reason=rejected))
-            answer = receipt(data, REJECTED, reason=rejected)
-        else:
-            # IngestStopped (the store cannot be written) propagates: nothing acknowledged
-            ingest_frame(self.store, topic, 0, data, 0, self.key_for, self.outcome, self._answered(data))
-            answer = self._last
-        if device:  # the subscription guarantees one; the check keeps a stray message from crashing us
-            client.publish(receipt_topic(device), answer, qos=1)
-        client.ack(msg.mid, msg.qos)
+        if not self.stop():  # else not acknowledged: the broker redelivers it to the next gateway
+            self.batch.append(msg)
 
-    def _answered(self, data):
-        def done(r):
-            self._last = receipt(data, r.result, r.epoch, r.seq, r.reason)
+    def _flush(self):
+        """Verify the batch, commit its frames in one transaction, then per
+        message, in order: report, receipt, PUBACK."""
+        batch, self.batch = self.batch, []
+        checked = []  # (message, topic's device, Release or None, reason refused)
+        for msg in batch:
+            device = topic_device(msg.topic)
+            rel, reason = None, self._refusal(msg.payload, device)
+            if reason is None:
+                try:
+                    rel = parse_frame(msg.payload, 0, key_for=self.key_for, require_tag=True)[0]
+                except FrameError as e:
+                    reason = str(e)
+            checked.append((msg, device, rel, reason))
+        try:
+            results = iter(self.store.put_many([rel for _, _, rel, _ in checked if rel is not None]))
+        except StoreWriteError as e:
+            raise IngestStopped("%s. The gateway stopped; every frame answered before is stored, and the %d "
+                                "frame(s) in hand are not acknowledged, so the broker keeps them (this run: "
+                                "%s). Fix the cause (free space) and start the gateway again"
+                                % (e, len(batch), self.outcome.summary()))
+        for msg, device, rel, reason in checked:
+            if rel is None:
+                r = Report(msg.topic, 0, REJECTED, reason=reason)
+            else:
+                r = stored_report(msg.topic, 0, rel, next(results))
             self.done(r)
-        return done
+            if device:  # the subscription guarantees one; the check keeps a stray message from crashing us
+                self.client.publish(receipt_topic(device), receipt(msg.payload, r.result, r.epoch, r.seq,
+                                                                    r.reason), qos=1)
+            self.client.ack(msg.mid, msg.qos)
 
     def _refusal(self, data, device):
         """Why the message cannot hold a frame of ``device``, or None."""
@@ -120,6 +136,13 @@ class _Gateway:
         delay = 0.1
         while not self.stop():
             rc = self.client.loop(timeout=LOOP_TIMEOUT)
+            while rc == 0 and 0 < len(self.batch) < BATCH:  # take what has already arrived
+                n = len(self.batch)
+                rc = self.client.loop(timeout=0)
+                if len(self.batch) == n:
+                    break
+            if self.batch:
+                self._flush()  # before a reconnection, which discards the PUBACKs not yet sent
             if self.refused:
                 raise InputError("the broker %s refused the gateway: %s" % (self.conn.url, self.refused))
             if rc == 0:

@@ -161,11 +161,16 @@ def ingest_frame(store, path, i, data, pos, key_for, outcome, done):
         result = store.put(rel)
     except StoreWriteError as e:
         raise _stopped(store, path, i, outcome, e)
+    done(stored_report(path, i, rel, result))
+
+
+def stored_report(path, i, rel, result):
+    """The Report of Release ``rel`` once the store answered ``result``."""
     reason = None
     if result == CONFLICT:
         reason = ("conflict: device %r epoch %d is already stored with other bytes; this frame is kept "
                   "aside in the store's conflicts table, not stored" % (rel.device, rel.epoch))
-    done(Report(path, i, result, rel, reason))
+    return Report(path, i, result, rel, reason)
 
 
 def migrate(old_path, store, key_for, report):

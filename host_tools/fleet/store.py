@@ -227,23 +227,19 @@ class Store:
         acknowledge. Raises StoreWriteError if the transaction fails; then
         nothing of it was written.
         """
-        digest = rel.payload_digest
-        row = (rel.device, rel.epoch, rel.seq, digest, config_id_of(rel), sqlite3.Binary(rel.raw))
+        return self.put_many([rel])[0]
+
+    def put_many(self, rels):
+        """Store verified Releases in one transaction (one commit, one fsync:
+        the gateway's batches); the list of their results, in order, once
+        committed. A frame repeated in ``rels`` is a DUPLICATE the second
+        time, as in separate transactions. StoreWriteError: nothing written."""
         db = self.db
         try:
             db.execute("BEGIN IMMEDIATE")
-            have = db.execute("SELECT digest FROM frames WHERE device=? AND epoch=?",
-                              (rel.device, rel.epoch)).fetchone()
-            if have is None:
-                db.execute("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?)", row)
-                result = STORED
-            elif have[0] == digest:
-                result = DUPLICATE
-            else:
-                db.execute("INSERT OR IGNORE INTO conflicts VALUES (?, ?, ?, ?, ?, ?)", row)
-                result = CONFLICT
+            results = [self._put(rel) for rel in rels]
             db.execute("COMMIT")
-            return result
+            return results
         except BaseException as e:
             # SQLite may already have rolled back (a COMMIT that fails on a
             # full disk does): roll back only a transaction still open
@@ -253,6 +249,20 @@ class Store:
             if isinstance(e, sqlite3.Error):
                 raise StoreWriteError("%s: cannot write the store (%s)" % (self.path, e))
             raise
+
+    def _put(self, rel):
+        """One frame's rule, inside the open transaction."""
+        digest = rel.payload_digest
+        row = (rel.device, rel.epoch, rel.seq, digest, config_id_of(rel), sqlite3.Binary(rel.raw))
+        have = self.db.execute("SELECT digest FROM frames WHERE device=? AND epoch=?",
+                               (rel.device, rel.epoch)).fetchone()
+        if have is None:
+            self.db.execute("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?)", row)
+            return STORED
+        if have[0] == digest:
+            return DUPLICATE
+        self.db.execute("INSERT OR IGNORE INTO conflicts VALUES (?, ?, ?, ?, ?, ?)", row)
+        return CONFLICT
 
     def count(self):
         """Number of stored frames (conflicts not included)."""
