@@ -849,10 +849,11 @@ def gateway(broker, cafile, cert, key_file, username, store_path, keyring, clien
     """Receive frames from an MQTT broker and store them, until SIGTERM or Ctrl-C.
 
     Subscribes to edgesynth/+/frames/+ (QoS 1, persistent session); each frame
-    is verified and committed to the store, then answered with a receipt on
-    edgesynth/DEVICE/receipts, then acknowledged (PUBACK). Prints one line per
-    frame as ingest does (TOPIC in place of FILE). On SIGTERM or SIGINT it
-    finishes the frame in hand, disconnects and exits 0 with a summary on stderr.
+    is verified and committed to the store (frames that arrive together in one
+    transaction), then answered with a receipt on edgesynth/DEVICE/receipts, then
+    acknowledged (PUBACK). Prints one line per frame as ingest does (TOPIC in
+    place of FILE). On SIGTERM or SIGINT it finishes the frames in hand,
+    disconnects and exits 0 with a summary on stderr.
     """
     stopping = []
 
