@@ -46,7 +46,7 @@ from edgesynth.targets import deploy as board
 from edgesynth.targets import firmware as arm
 
 EPILOG = ("Docs: `edgesynth docs` lists the pages installed with edgesynth (api, cli, config, privacy, "
-          "trust, deployment, native, wire-format, the mechanisms); `edgesynth docs TOPIC` prints one.")
+          "trust, deployment, native, wire-format, transport, the mechanisms); `edgesynth docs TOPIC` prints one.")
 
 
 class Group(click.Group):
