@@ -119,11 +119,13 @@ def _raw_publish(url, topic, payload, device):
     def on_message(cl, u, msg):
         answer.update(json.loads(msg.payload))
         got.set()
+    subscribed = threading.Event()
     c.on_message = on_message
+    c.on_subscribe = lambda *a: subscribed.set()
     c.connect("127.0.0.1", int(url.rsplit(":", 1)[1]))
     c.loop_start()
     c.subscribe("edgesynth/%s/receipts" % device, qos=1)
-    time.sleep(0.2)
+    assert subscribed.wait(5)
     c.publish(topic, payload, qos=1).wait_for_publish(5)
     assert got.wait(10), "no receipt for %s" % topic
     c.disconnect()
