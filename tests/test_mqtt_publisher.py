@@ -108,3 +108,120 @@ def test_backoff_doubles_to_its_cap_and_a_reconnect_resends_in_order(pub, monkey
     assert pub.outbox.count == 2  # published again, still held until the receipts
     pub.poll()
     assert len(c.published) == 2  # once per connection
+
+
+class ReceiptDuringPuback(FakeClient):
+    """Delivers the queued receipts from inside publish, as umqtt.simple does
+    while it waits for a QoS 1 PUBACK."""
+
+    def publish(self, topic, msg, retain=False, qos=0):
+        super().publish(topic, msg, retain, qos)
+        while self.inbox:
+            self.cb(b"edgesynth/dev-a/receipts", self.inbox.pop(0))
+
+
+def test_a_receipt_freeing_a_later_frame_during_a_resend_is_skipped(tmp_path):
+    box = Outbox(str(tmp_path), 4, 4096)
+    for i in range(3):
+        box.put(i, i, b"f%d" % i)
+    c = ReceiptDuringPuback()
+    pub = mqtt.Publisher(c, "dev-a", box, max_frame=256)
+    c.inbox.append(receipt(b"f2"))  # answered while f0's PUBACK is awaited: f2's file is gone
+    assert pub.poll() == 2  # no FileNotFoundError out of poll
+    assert [m for _, m, _ in c.published] == [b"f0", b"f1"] and pub.delivered == 1
+
+
+def test_held_frames_are_published_again_after_resend_ms(tmp_path, monkeypatch):
+    now = [1000]
+    monkeypatch.setattr(mqtt, "_now", lambda: now[0])
+    c = FakeClient()
+    pub = mqtt.Publisher(c, "dev-a", Outbox(str(tmp_path), 4, 4096), max_frame=256, resend_ms=500)
+    pub.send(0, 0, b"dropped-by-broker")
+    for _ in range(100):  # 100 polls, 10 ms apart: 1 s past the first publish
+        now[0] += 10
+        pub.poll()
+    assert [m for _, m, _ in c.published] == [b"dropped-by-broker"] * 3  # at 0, 500 and 1000 ms
+    assert c.connects == 1 and pub.outbox.count == 1
+
+
+def test_retry_receipt_keeps_the_frame_and_resends_it_later(tmp_path, monkeypatch):
+    now = [1000]
+    monkeypatch.setattr(mqtt, "_now", lambda: now[0])
+    c = FakeClient()
+    pub = mqtt.Publisher(c, "dev-a", Outbox(str(tmp_path), 4, 4096), max_frame=256, resend_ms=500)
+    pub.send(0, 0, b"unknown-key")
+    now[0] += 400
+    c.inbox.append(receipt(b"unknown-key", result="retry", reason="no key for the device"))
+    assert pub.poll() == 1 and pub.retried == 1 and pub.rejected == 0 and pub.unmatched == 0
+    now[0] += 400  # 800 ms after the publish, 400 after the retry receipt: not yet
+    pub.poll()
+    assert len(c.published) == 1
+    now[0] += 100
+    pub.poll()
+    assert len(c.published) == 2
+    c.inbox.append(receipt(b"unknown-key"))
+    assert pub.poll() == 0 and pub.delivered == 1
+
+
+def test_send_on_a_full_outbox_after_a_reboot_publishes_the_held_frames(tmp_path):
+    box = Outbox(str(tmp_path), 2, 4096)
+    box.put(0, 0, b"old0")
+    box.put(1, 1, b"old1")
+
+    class Acking(FakeClient):  # the gateway answers each publish at once
+        def publish(self, topic, msg, retain=False, qos=0):
+            super().publish(topic, msg, retain, qos)
+            self.inbox.append(receipt(bytes(msg)))
+
+    c = Acking()
+    pub = mqtt.Publisher(c, "dev-a", Outbox(str(tmp_path), 2, 4096), max_frame=256)  # the reboot
+    assert pub.send(2, 2, b"new") is True
+    assert [m for _, m, _ in c.published] == [b"old0", b"old1", b"new"]
+
+
+class Timed(FakeClient):
+    class Sock:
+        def __init__(self):
+            self.timeouts = []
+
+        def settimeout(self, t):
+            self.timeouts.append(t)
+
+        def close(self):
+            pass
+
+    def __init__(self):
+        super().__init__()
+        self.sock = self.Sock()
+
+
+def test_socket_timeout_after_connect_and_before_each_publish(tmp_path):
+    c = Timed()
+    pub = mqtt.Publisher(c, "dev-a", Outbox(str(tmp_path), 4, 4096), max_frame=256, timeout_ms=2500)
+    pub.send(0, 0, b"a")
+    pub.send(1, 1, b"b")
+    assert c.sock.timeouts == [2.5, 2.5, 2.5]
+
+
+def test_a_timeout_is_a_network_error_and_a_type_error_is_not(tmp_path):
+    c = FakeClient()
+    pub = mqtt.Publisher(c, "dev-a", Outbox(str(tmp_path), 4, 4096), max_frame=256)
+
+    def timeout(*a, **k):
+        raise OSError(110, "ETIMEDOUT")
+    c.publish = timeout
+    assert pub.send(0, 0, b"a") is False and pub.errors == 1 and not pub.connected
+    pub2 = mqtt.Publisher(FakeClient(), "dev-a", Outbox(str(tmp_path / "b"), 4, 4096), max_frame=256)
+
+    def bug(*a, **k):
+        raise TypeError("object with buffer protocol required")
+    pub2.client.connect = bug
+    with pytest.raises(TypeError):
+        pub2.poll()
+
+
+@pytest.mark.parametrize("block, msg", [({"host": "h", "user": "u"}, "needs device.mqtt.password"),
+                                        ({}, "host"), ({"host": "h", "resend_ms": 0}, "resend_ms")])
+def test_from_config_refuses_a_malformed_block(tmp_path, block, msg):
+    with pytest.raises(mqtt.ConfigError, match=msg):
+        mqtt.from_config(block, "dev-a")
