@@ -79,3 +79,41 @@ def test_reopen_with_smaller_capacity_refuses(tmp_path):
     with pytest.raises(OutboxFull, match="holds more than its capacity"):
         Outbox(str(tmp_path), max_frames=2, max_bytes=10000)
     assert len(os.listdir(tmp_path)) == 3
+
+
+@pytest.mark.parametrize("v", [0, 1, 0xFFFF, 0x10000, (1 << 30) - 1, 1 << 30, (1 << 32) - 1])
+def test_header_fields_are_little_endian_uint32(tmp_path, v):
+    box = Outbox(str(tmp_path / "ob"), 2, 1000)
+    box.put(v, (1 << 32) - 1 - v, b"x")
+    raw = open(tmp_path / "ob" / "000000000.f", "rb").read()
+    assert raw[4:12] == v.to_bytes(4, "little") + ((1 << 32) - 1 - v).to_bytes(4, "little")
+    again = Outbox(str(tmp_path / "ob"), 2, 1000)
+    assert (again.epoch(0), again.seq(0)) == (v, (1 << 32) - 1 - v)
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        box.put(1 << 32, 0, b"y")
+
+
+def test_a_full_flash_is_outbox_full_and_leaves_nothing(tmp_path, monkeypatch):
+    from edgesynth.agent.transport import outbox
+    box = Outbox(str(tmp_path / "ob"), 4, 1000)
+
+    def enospc(path, write):
+        open(path + ".tmp", "wb").write(b"partial")
+        raise OSError(28, "ENOSPC")
+    monkeypatch.setattr(outbox.fs, "write_atomic", enospc)
+    with pytest.raises(OutboxFull, match="flash full"):
+        box.put(3, 4, b"frame")
+    assert box.count == 0 and os.listdir(tmp_path / "ob") == []
+
+
+def test_no_big_int_constants_or_wide_shifts_on_the_device():
+    # MicroPython small ints end below 2**30: a larger literal or a shift of 17+ bits allocates a big int
+    import ast
+
+    import edgesynth.agent.transport.outbox as mod
+    tree = ast.parse(open(mod.__file__).read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            assert node.value < 1 << 30, node.lineno
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.LShift):
+            assert isinstance(node.right, ast.Constant) and node.right.value <= 16, node.lineno

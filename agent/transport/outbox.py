@@ -29,7 +29,7 @@ MAGIC = b"ESO1"
 HEAD = 48          # bytes before the frame: magic, epoch, seq, length, SHA-256
 DIGEST = 32        # bytes of a SHA-256
 CHUNK = 256        # bytes of the buffer that hashes a file while the outbox is opened
-MAX_NUMBER = (1 << 30) - 1  # queue numbers stay small ints on every port
+MAX_NUMBER = 0x3FFFFFFF  # 2**30 - 1: queue numbers stay small ints on every port
 
 
 class OutboxFull(Exception):
@@ -139,7 +139,7 @@ class Outbox:
             raise OutboxFull("outbox full: %d of %d frames, %d + %d of %d bytes; the frame of epoch %d seq %d "
                              "was not stored (no receipts yet: is the gateway running?)"
                              % (self.count, self.max_frames, self.bytes, n, self.max_bytes, epoch, seq))
-        if not (0 <= epoch < (1 << 32) and 0 <= seq < (1 << 32)):
+        if not (0 <= epoch and epoch >> 16 <= 0xFFFF and 0 <= seq and seq >> 16 <= 0xFFFF):
             raise ValueError("epoch and seq must be 0..2**32-1")
         if self._next > MAX_NUMBER:
             raise OutboxFull("outbox numbering exhausted; empty the outbox directory to restart it")
@@ -154,7 +154,13 @@ class Outbox:
         def write(f):
             f.write(head)
             f.write(frame)
-        fs.write_atomic(self._path(self._next), write)
+        path = self._path(self._next)
+        try:
+            fs.write_atomic(path, write)
+        except OSError as e:  # e.g. ENOSPC: the flash is full; the frame is not stored
+            fs.remove(path + ".tmp")
+            raise OutboxFull("outbox %s: the frame of epoch %d seq %d was not stored: %s (flash full?)"
+                             % (self.directory, epoch, seq, e))
         self._take(slot, self._next, epoch, seq, n, digest)
         self._next += 1
         return slot
@@ -241,12 +247,17 @@ class Outbox:
             f.close()
 
 
+# 32-bit fields as two 16-bit halves: no intermediate reaches 2**30, so a value
+# below 2**30 never makes a big int on MicroPython (same bytes on disk).
 def _u32(buf, at, v):
-    buf[at] = v & 0xFF
-    buf[at + 1] = (v >> 8) & 0xFF
-    buf[at + 2] = (v >> 16) & 0xFF
-    buf[at + 3] = (v >> 24) & 0xFF
+    lo, hi = v & 0xFFFF, v >> 16
+    buf[at] = lo & 0xFF
+    buf[at + 1] = lo >> 8
+    buf[at + 2] = hi & 0xFF
+    buf[at + 3] = hi >> 8
 
 
 def _get32(buf, at):
-    return buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16 | buf[at + 3] << 24
+    hi = buf[at + 2] | buf[at + 3] << 8
+    lo = buf[at] | buf[at + 1] << 8
+    return hi * 65536 + lo
