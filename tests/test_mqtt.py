@@ -34,13 +34,16 @@ def broker(tmp_path):
 
 
 class Gateway:
-    """`edgesynth gateway` in a subprocess, its stdout and stderr lines collected."""
+    """`edgesynth gateway` in a subprocess, its stdout and stderr lines collected.
+    Every one started is killed when its test ends, passed or failed (no_stray_gateways)."""
+    started = []
 
     def __init__(self, url, db, ring, *extra):
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.proc = subprocess.Popen([sys.executable, "-m", "edgesynth.cli", "gateway", "--broker", url,
                                       "--store", str(db), "--keyring", ring, *extra], cwd=ROOT, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        Gateway.started.append(self.proc)
         self.out, self.err = [], []
         self.threads = [threading.Thread(target=self._collect, args=(s, lines), daemon=True)
                         for s, lines in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
@@ -64,6 +67,16 @@ class Gateway:
         for t in self.threads:
             t.join(5)
         return code
+
+
+@pytest.fixture(autouse=True)
+def no_stray_gateways():
+    yield
+    while Gateway.started:
+        p = Gateway.started.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
 
 
 @pytest.fixture
@@ -156,6 +169,27 @@ def test_hostile_publisher_gets_rejected_receipts_and_nothing_stored(fleet):
     assert "1 stored, 0 duplicate(s), 0 conflict(s), 5 rejected" in gw.err[-1]
 
 
+def test_a_device_the_keyring_lacks_gets_retry_until_its_key_is_added(fleet, make_config):
+    """Not the frame's fault: a non-final "retry" receipt (the device keeps the frame), nothing
+    stored; once `keys new` adds the device to the keyring file, the same bytes are stored."""
+    tmp, ring, frame, broker, gw = fleet
+    new_key(tmp / "ring2.json", "z")
+    cfg = make_config(d=1, r=4, k=16, w=4, j=1)
+    a = agent.Agent(cfg, seed=b"z-seed", device_id="z", epoch=3, seq=3, key=load(tmp / "ring2.json").require("z"))
+    a.update((0.25,))
+    z = bytes(a.release())
+    r = _raw_publish(broker.url, "edgesynth/z/frames/3", z, "z")
+    assert r["result"] == "retry" and "no key for device 'z'" in r["reason"], r
+    assert stored_raw(tmp / "gw.db") == []
+    ring_doc, extra = json.loads(open(ring).read()), json.loads((tmp / "ring2.json").read_text())
+    ring_doc["keys"].update(extra["keys"])
+    with open(ring, "w") as fh:  # as `keys new` would have added it; a new mtime
+        json.dump(ring_doc, fh)
+    assert _raw_publish(broker.url, "edgesynth/z/frames/3", z, "z")["result"] == "stored"
+    assert stored_raw(tmp / "gw.db") == [("z", 3, z)]
+    assert gw.finish() == 0
+
+
 def test_gateway_killed_three_times_while_five_devices_publish_loses_nothing(env, broker, make_config):
     tmp, ring = env[:2]
     devices = ["dev%d" % i for i in range(5)]
@@ -175,8 +209,8 @@ def test_gateway_killed_three_times_while_five_devices_publish_loses_nothing(env
     gw.wait_subscribed()
     results = {}
 
-    threads = [threading.Thread(target=_device, args=(broker.url, frames[d], results.setdefault(d, []), 0.1))
-               for d in devices]
+    threads = [threading.Thread(target=_device, args=(broker.url, frames[d], results.setdefault(d, []), 0.1),
+                                daemon=True) for d in devices]
     for t in threads:
         t.start()
     rng = random.Random(7)
@@ -201,10 +235,11 @@ def test_gateway_killed_three_times_while_five_devices_publish_loses_nothing(env
 def _device(url, frames, results, pause=0.0):
     """Publish ``frames`` one at a time, each waiting for its receipt, as a
     device's outbox does, ``pause`` seconds apart; a broker that cannot be
-    reached is tried again."""
+    reached is tried again, for a minute at most (then the test's checks fail)."""
+    end = time.monotonic() + 60
     for f in frames:
         time.sleep(pause)
-        while True:
+        while time.monotonic() < end:
             try:
                 results.append(es.publish(f, url, timeout=30))
                 break
@@ -216,7 +251,7 @@ def test_broker_restart_mid_run_loses_nothing(fleet):
     tmp, ring, frame, broker, gw = fleet
     frames = [frame("b", e, e) for e in range(12)]
     results = []
-    t = threading.Thread(target=_device, args=(broker.url, frames, results))
+    t = threading.Thread(target=_device, args=(broker.url, frames, results), daemon=True)
     t.start()
     time.sleep(0.3)
     broker.stop()
@@ -236,7 +271,7 @@ def test_frames_published_while_the_gateway_is_down_are_stored_when_it_returns(f
     assert gw.finish() == 0
     frames = [frame("a", e, e) for e in range(3)]
     done = {}
-    t = threading.Thread(target=lambda: done.update(r=es.publish(frames, broker.url, timeout=20)))
+    t = threading.Thread(target=lambda: done.update(r=es.publish(frames, broker.url, timeout=20)), daemon=True)
     t.start()
     time.sleep(0.5)
     gw2 = Gateway(broker.url, tmp / "gw.db", ring)

@@ -24,7 +24,7 @@ def test_base_dependencies_are_the_chosen_ones():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert _requirement_names(project["dependencies"]) == {
-        "msgpack", "cffi", "numpy", "pandas", "pyarrow", "scipy", "click", "rich", "matplotlib"}
+        "msgpack", "cffi", "numpy", "pandas", "pyarrow", "scipy", "click", "rich", "matplotlib", "paho-mqtt"}
     assert "micropython" in project["optional-dependencies"]
 
 

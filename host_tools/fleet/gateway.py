@@ -18,15 +18,20 @@ loop reconnects, so a PUBACK never refers to a message of an earlier
 connection.
 """
 import contextlib
+import os
 import time
 
 from edgesynth.errors import FrameError, IngestStopped, InputError, StoreWriteError
 from edgesynth.fleet.broker import FRAMES, as_connection, receipt, receipt_topic, topic_device
 from edgesynth.fleet.ingest import REJECTED, Outcome, Report, stored_report
+from edgesynth.fleet.keys import Keyring
+from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.storage import open_store
 from edgesynth.frames import parse_frame, split_envelope
 
 MAX_FRAME = 1 << 20     # bytes: larger messages are rejected unread (files of any size go through ingest)
+BATCH_BYTES = 16 << 20  # bytes of messages in one batch at most (the broker's message_size_limit bounds one)
+RETRY = "retry"         # receipt result that is not final: the device keeps the frame and sends it again
 CLIENT_ID = "edgesynth-gateway"
 BATCH = 256            # messages committed in one transaction at most
 LOOP_TIMEOUT = 0.2      # s: how often the loop looks at ``stop``
@@ -34,8 +39,9 @@ RECONNECT_MAX = 5.0     # s: longest wait between reconnection attempts
 
 
 class _Gateway:
-    def __init__(self, conn, store, key_for, report, stop, client_id, max_frame, status):
-        self.conn, self.store, self.key_for, self.stop, self.status = conn, store, key_for, stop, status
+    def __init__(self, conn, store, keys, report, stop, client_id, max_frame, status):
+        self.conn, self.store, self.keys, self.stop, self.status = conn, store, keys, stop, status
+        self.key_for = keys()
         self.client_id = client_id
         self.max_frame = max_frame
         self.outcome = Outcome()
@@ -43,7 +49,11 @@ class _Gateway:
         self.refused = None  # the broker's reason when it refuses the connection
         self.connected = False
         self.batch = []  # messages received, not yet handled
+        self.batch_bytes = 0
         self.client = conn.client(client_id, clean_session=False, manual_ack=True)
+        # no limit on our own QoS 1 messages in flight: paho would queue receipts beyond it while
+        # ack() sends the PUBACK at once, and a PUBACK must never precede its frame's receipt
+        self.client.max_inflight_messages_set(0)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
@@ -58,6 +68,9 @@ class _Gateway:
         client.subscribe(FRAMES, qos=1)  # kept by the session too; again in case the broker lost it
 
     def _on_subscribe(self, client, userdata, mid, reasons, properties):
+        if any(r.is_failure for r in reasons):  # e.g. an ACL of the broker
+            self.refused = "subscribing to %s: %s" % (FRAMES, ", ".join(str(r) for r in reasons))
+            return
         self.status("subscribed to %s on %s as %s (%s session)" % (
             FRAMES, self.conn.url, self.client_id, "resumed" if self.session else "new"))
 
@@ -69,15 +82,19 @@ class _Gateway:
     def _on_message(self, client, userdata, msg):
         if not self.stop():  # else not acknowledged: the broker redelivers it to the next gateway
             self.batch.append(msg)
+            self.batch_bytes += len(msg.payload)
 
     def _flush(self):
         """Verify the batch, commit its frames in one transaction, then per
         message, in order: report, receipt, PUBACK."""
-        batch, self.batch = self.batch, []
-        checked = []  # (message, topic's device, Release or None, reason refused)
+        batch, self.batch, self.batch_bytes = self.batch, [], 0
+        self.key_for = self.keys()  # a keyring file changed since the last batch is read again
+        checked = []  # (message, topic's device, Release or None, reason refused; RETRY: device unknown)
         for msg in batch:
             device = topic_device(msg.topic)
             rel, reason = None, self._refusal(msg.payload, device)
+            if reason is None and self.key_for(device) is None:
+                reason = RETRY  # our keyring lacks the device: not the frame's fault
             if reason is None:
                 try:
                     rel = parse_frame(msg.payload, 0, key_for=self.key_for, require_tag=True)[0]
@@ -91,7 +108,10 @@ class _Gateway:
                                 "frame(s) in hand are not acknowledged, so the broker keeps them (this run: "
                                 "%s). Fix the cause (free space) and start the gateway again"
                                 % (e, len(batch), self.outcome.summary()))
-        for msg, device, rel, reason in checked:
+        for msg, device, rel, reason in checked:  # in arrival order: PUBACKs keep the order of the frames
+            if reason is RETRY:
+                self._retry(msg, device)
+                continue
             if rel is None:
                 r = Report(msg.topic, 0, REJECTED, reason=reason)
             else:
@@ -101,6 +121,16 @@ class _Gateway:
                 self.client.publish(receipt_topic(device), receipt(msg.payload, r.result, r.epoch, r.seq,
                                                                     r.reason), qos=1)
             self.client.ack(msg.mid, msg.qos)
+
+    def _retry(self, msg, device):
+        """Answer a frame of a device the keyring does not know (yet) with a
+        non-final "retry" receipt: the device keeps it and sends it again,
+        and a key added to the keyring file meanwhile is picked up."""
+        self.status("no key for device %r in the keyring: answered 'retry' (the device keeps the frame); add its "
+                    "key with `edgesynth keys new`" % device)
+        self.client.publish(receipt_topic(device), receipt(msg.payload, RETRY, reason="no key for device %r at the "
+                                                           "gateway" % device), qos=1)
+        self.client.ack(msg.mid, msg.qos)
 
     def _refusal(self, data, device):
         """Why the message cannot hold a frame of ``device``, or None."""
@@ -136,7 +166,7 @@ class _Gateway:
         delay = 0.1
         while not self.stop():
             rc = self.client.loop(timeout=LOOP_TIMEOUT)
-            while rc == 0 and 0 < len(self.batch) < BATCH:  # take what has already arrived
+            while rc == 0 and 0 < len(self.batch) < BATCH and self.batch_bytes < BATCH_BYTES:  # what has arrived
                 n = len(self.batch)
                 rc = self.client.loop(timeout=0)
                 if len(self.batch) == n:
@@ -188,6 +218,30 @@ def gateway(broker, store, keyring, *, on_frame=None, stop=None, on_status=None,
     """
     conn = as_connection(broker, cafile=cafile, cert=cert, key=key, username=username, password=password)
     with open_store(store, keyring) as (st, key_for):
-        gw = _Gateway(conn, st, key_for, on_frame or (lambda r: None), stop or (lambda: False), client_id,
-                      max_frame, on_status or (lambda line: None))
+        gw = _Gateway(conn, st, _keyring_reader(keyring, key_for), on_frame or (lambda r: None),
+                      stop or (lambda: False), client_id, max_frame, on_status or (lambda line: None))
         return gw.run()
+
+
+def _keyring_reader(keyring, key_for):
+    """A callable giving the current ``key_for``: a keyring path is read
+    again when its modification time has changed, so a device added with
+    `edgesynth keys new` while the gateway runs is known from then on."""
+    if isinstance(keyring, Keyring):
+        return lambda: key_for
+    path, seen = os.fspath(keyring), {"mtime": _mtime(keyring), "key_for": key_for}
+
+    def current():
+        m = _mtime(path)
+        if m != seen["mtime"]:
+            with contextlib.suppress(InputError):  # a keyring half-written by another process: next time
+                seen["key_for"], seen["mtime"] = load_keyring(path).key_for, m
+        return seen["key_for"]
+    return current
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None

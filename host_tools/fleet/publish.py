@@ -127,9 +127,11 @@ def publish(frames, broker, timeout=30.0, *, on_receipt=None, client_id=None, ca
     def on_message(c, userdata, msg):
         try:
             r = json.loads(msg.payload)
-            mine = by_sha.get(r.get("sha256"), []) if isinstance(r, dict) else []
         except (ValueError, UnicodeDecodeError):
             return  # not a receipt: ignored, as receipts of other publishers are
+        if not isinstance(r, dict) or not isinstance(r.get("sha256"), str) or r.get("result") == "retry":
+            return  # "retry" is not final: the frame goes again when the gateway knows its device
+        mine = by_sha.get(r["sha256"], [])
         with done:
             new = [f for f in mine if f.receipt is None]
             for f in new:
