@@ -32,7 +32,8 @@ agent/transport/mqtt.py ``from_config``) each frame is published to the
 gateway instead of appended to "out": it is kept in the flash outbox until
 its receipt, receipts are taken between readings, and a full outbox stops
 the loop with OutboxFull (the ledgered window stays sealed and is resent
-after the restart). docs/transport.md.
+after the restart, once the outbox's frames were published and their
+receipts taken, up to the publisher's timeout_ms). docs/transport.md.
 """
 import json
 
@@ -163,6 +164,8 @@ def _release(src, sink, pub):
 def _run_ledgered(d, every, sensor, clock, sink, sample_ms, release_ms, max_epochs, pub=None):
     released = 0
     if d.sealed:  # rebooted after a release: resend it (free), then a new window
+        if pub is not None:  # publish what the outbox held and take receipts first: they may make room for it
+            pub.flush(pub.timeout_ms)
         _release(d, sink, pub)  # the outbox keeps one copy of a frame it already holds
         d.next_epoch()
     reading = sensor.read()

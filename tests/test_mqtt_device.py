@@ -195,6 +195,19 @@ def test_rejected_receipt_frees_and_counts_the_frame(device, stub):
     assert st["last_rejection"] == [1, 1, "bad tag"]
 
 
+def test_retry_receipt_keeps_the_frame_until_a_resend_is_stored(device, stub):
+    seen = []
+
+    def answer(epoch):  # the gateway's keyring lacks the device at first
+        seen.append(epoch)
+        return "retry" if seen.count(epoch) == 1 else "stored"
+    gw = stub(answer)
+    lines, st = device(resend_ms=300).run([["send", [0, 1]], ["flush", 10000]])
+    assert lines[-1] == "FLUSH True"
+    assert st["retried"] == 2 and st["delivered"] == 2 and st["rejected"] == 0 and st["errors"] == 0
+    assert sorted(gw.epochs()) == [0, 0, 1, 1] and st["reconnects"] == 1  # resent on the same connection
+
+
 def test_device_reconnects_after_the_broker_restarts(device, stub, broker, tmp_path):  # noqa: F811
     gw = stub()
     go = tmp_path / "go"

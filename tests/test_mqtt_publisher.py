@@ -225,3 +225,30 @@ def test_a_timeout_is_a_network_error_and_a_type_error_is_not(tmp_path):
 def test_from_config_refuses_a_malformed_block(tmp_path, block, msg):
     with pytest.raises(mqtt.ConfigError, match=msg):
         mqtt.from_config(block, "dev-a")
+
+
+def test_ledgered_loop_flushes_the_outbox_before_resending_a_sealed_window():
+    from edgesynth.agent import main_loop
+    calls = []
+
+    class Sealed:  # a rebooted ledger Device whose window was released but not sent
+        sealed = True
+
+        def next_epoch(self):
+            calls.append("next_epoch")
+
+    class Pub:
+        timeout_ms = 1234
+
+        def flush(self, timeout_ms):
+            calls.append(("flush", timeout_ms))
+
+        def release(self, src):
+            calls.append("release")
+
+    class NoReadings:
+        def read(self):
+            return None
+
+    assert main_loop._run_ledgered(Sealed(), 0, NoReadings(), None, None, 1, 10, None, Pub()) == 0
+    assert calls == [("flush", 1234), "release", "next_epoch"]

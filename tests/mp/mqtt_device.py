@@ -3,7 +3,7 @@
     MICROPYPATH=<repo>:<umqtt dir> micropython tests/mp/mqtt_device.py ARGS.json
 
 ARGS.json: {"port", "device", "key" (hex or null), "outbox", "max_frames",
-"max_bytes", "frames" (directory: each released frame is also written to
+"max_bytes", "resend_ms", "frames" (directory: each released frame is also written to
 <epoch>.bin there, for the host to compare), "steps"}. Steps run in order:
 ["send", [epochs]] releases one window per epoch (seq = epoch) and sends it;
 ["flush", ms]; ["wait", path] waits until the file ``path`` exists;
@@ -89,7 +89,8 @@ def main(path):
             box = Outbox(args["outbox"], args.get("max_frames", 16), args.get("max_bytes", 65536))
             client = MQTTClient(b"edgesynth-dev-" + dev.encode(), "127.0.0.1", args["port"],
                                 keepalive=args.get("keepalive", 0))
-            pub = Publisher(client, dev, box, max_frame=2048, backoff_ms=50, max_backoff_ms=400)
+            pub = Publisher(client, dev, box, max_frame=2048, backoff_ms=50, max_backoff_ms=400,
+                            resend_ms=args.get("resend_ms", 30000), timeout_ms=5000)
             pub.poll()  # connect, subscribe, publish what a previous run left
             gc.collect()
             heap["transport"] = gc.mem_alloc() - before
@@ -129,6 +130,7 @@ def main(path):
         return
     print(json.dumps({"count": box.count, "held": [[box.epoch(s), box.seq(s)] for s in box.slots()],
                       "published": pub.published, "delivered": pub.delivered, "rejected": pub.rejected,
+                      "retried": pub.retried,
                       "last_rejection": pub.last_rejection, "unmatched": pub.unmatched,
                       "reconnects": pub.reconnects, "errors": pub.errors, "full": full, "heap": heap}))
     pub.close()
