@@ -252,3 +252,38 @@ def test_ledgered_loop_flushes_the_outbox_before_resending_a_sealed_window():
 
     assert main_loop._run_ledgered(Sealed(), 0, NoReadings(), None, None, 1, 10, None, Pub()) == 0
     assert calls == [("flush", 1234), "release", "next_epoch"]
+
+
+def test_release_into_a_full_outbox_keeps_its_bytes_while_held_frames_are_resent(tmp_path):
+    box = Outbox(str(tmp_path), 2, 4096)
+    box.put(0, 0, b"held-zero")
+    box.put(1, 1, b"held-one")
+
+    class Acking(FakeClient):
+        def publish(self, topic, msg, retain=False, qos=0):
+            super().publish(topic, msg, retain, qos)
+            self.inbox.append(receipt(bytes(msg)))
+
+    class Source:  # an Agent: streams its frame into the sink
+        epoch = seq = 2
+
+        def release(self, sink):
+            sink(bytearray(b"the-new-frame"), 13)
+
+    c = Acking()
+    pub = mqtt.Publisher(c, "dev-a", Outbox(str(tmp_path), 2, 4096), max_frame=256)
+    assert pub.release(Source()) is True
+    assert [m for _, m, _ in c.published] == [b"held-zero", b"held-one", b"the-new-frame"]
+
+
+def test_a_keepalive_ping_gets_the_socket_timeout_too(tmp_path, monkeypatch):
+    now = [1000]
+    monkeypatch.setattr(mqtt, "_now", lambda: now[0])
+    c = Timed()
+    c.keepalive = 1
+    c.ping = lambda: c.sock.timeouts.append("ping")
+    pub = mqtt.Publisher(c, "dev-a", Outbox(str(tmp_path), 4, 4096), max_frame=256, timeout_ms=2000)
+    pub.poll()
+    now[0] += 500
+    pub.poll()
+    assert c.sock.timeouts == [2.0, 2.0, "ping"]

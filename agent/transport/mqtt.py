@@ -217,6 +217,7 @@ class Publisher:
         if k and self.connected and _diff(_now(), self._last_ping) >= k * 500:
             self._last_ping = _now()
             try:
+                self._timeout()  # check_msg leaves the socket blocking without one
                 self.client.ping()  # the PINGRESP is read by check_msg
             except _NET_ERRORS:
                 self._lost()
