@@ -139,12 +139,13 @@ def main():
                        "%d / %d / %d" % (sum(r == "stored" for r, _ in results),
                                          sum(r == "duplicate" for r, _ in results), no_receipt),
                        resent, "%.1f" % wall]])
-    text = ("Devices are threads calling `es.publish` for one ~1 KiB tagged frame every %.1f s (a new clean "
-            "session per frame), each waiting for its receipt, publishing the same bytes again after %.0f s "
-            "without a receipt or when the broker cannot be reached. Faults at uniform random moments in the "
-            "first %.0f s (seed %d); a killed gateway is started again at once on the same store (persistent session, the broker keeps "
-            "its frames); the broker is restarted with SIGTERM (persistence on). \"Faults while frames in "
-            "flight\": the store held some but not all frames at the fault.\n\n%s"
+    text = ("Devices are threads calling `es.publish` for one ~1 KiB tagged frame every %.1f s (a new "
+            "clean session per frame), each waiting for its receipt, publishing the same bytes again after "
+            "%.0f s without a receipt or when the broker cannot be reached. Faults at uniform random moments "
+            "in the first %.0f s (seed %d); a killed gateway is started again at once on the same store "
+            "(persistent session, the broker keeps its frames); the broker is restarted with SIGTERM "
+            "(persistence on). \"Faults while frames in flight\": the store held some but not all frames "
+            "at the fault.\n\n%s"
             % (a.pause, a.timeout, a.span, a.seed, table))
     print(text)
     ok = lost == 0 and wrong == 0 and extra == 0 and no_receipt == 0 and len(rows) == len(frames)
