@@ -112,10 +112,10 @@ class Publisher:
         self.client.max_inflight_messages_set(window)
         self.client.on_message = self._on_message
         self.client.on_subscribe = lambda *a: self.subscribed.set()
+        topics = [("edgesynth/%s/receipts" % dev, 1) for dev in sorted({dev for dev, _, _ in frames})]
+        self.client.on_connect = lambda c, *a: c.subscribe(topics)
         self.client.connect("127.0.0.1", port)
         self.client.loop_start()
-        devices = sorted({dev for dev, _, _ in frames})
-        self.client.subscribe([("edgesynth/%s/receipts" % dev, 1) for dev in devices])
 
     def _on_message(self, client, userdata, msg):
         t = time.perf_counter()
@@ -146,8 +146,8 @@ def run_size(broker, tmp, ring, frames, clients, window):
     for f in frames:
         by_dev.setdefault(f[0], []).append(f)
     devs = sorted(by_dev)
-    pubs = [Publisher(broker.port, "bench-%d-%d" % (os.getpid(), c),
-                      [f for dev in devs[c::clients] for f in by_dev[dev]], window) for c in range(clients)]
+    groups = [[f for dev in devs[c::clients] for f in by_dev[dev]] for c in range(min(clients, len(devs)))]
+    pubs = [Publisher(broker.port, "bench-%d-%d" % (os.getpid(), c), g, window) for c, g in enumerate(groups)]
     for p in pubs:
         p.subscribed.wait(10)
     threads = [threading.Thread(target=p.run) for p in pubs]
