@@ -60,6 +60,7 @@ _LAZY = {
     "new_key": ("edgesynth.fleet.keys", "new_key"),
     "write_credentials": ("edgesynth.fleet.keys", "write_credentials"),
     "Store": ("edgesynth.fleet.store", "Store"),
+    "connect_store": ("edgesynth.fleet.store", "connect"),
     "ingest": ("edgesynth.fleet.storage", "ingest"),
     "migrate": ("edgesynth.fleet.storage", "migrate"),
     "gateway": ("edgesynth.fleet.gateway", "gateway"),
@@ -82,6 +83,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.fleet.publish import publish
     from edgesynth.fleet.storage import ingest, migrate
     from edgesynth.fleet.store import Store
+    from edgesynth.fleet.store import connect as connect_store
     from edgesynth.manual import docs_path, docs_topics
     from edgesynth.pipeline import synthesize
     from edgesynth.planning import combine, plan
@@ -92,7 +94,7 @@ __all__ = [
     "plan", "combine", "load_config", "write_config",
     "read", "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
     "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize", "report",
-    "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "ingest", "migrate",
+    "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "connect_store", "ingest", "migrate",
     "gateway", "publish",
     "docs_path", "docs_topics", "run_demo",
     "EdgesynthError", "InputError", "FrameError", "MergeError", "StoreError", "IngestStopped",

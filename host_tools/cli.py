@@ -911,7 +911,7 @@ def store():
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def store_stats(store_path, as_json):
     """Frames, devices and configurations held by a store, and the conflicts kept aside."""
-    with es.Store(store_path) as st:
+    with es.connect_store(store_path) as st:
         s = st.stats()
         conflicts = st.conflicts()
     if as_json:

@@ -13,7 +13,7 @@ from edgesynth.errors import FrameError, InputError
 from edgesynth.filekind import check as check_kind
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
-from edgesynth.fleet.store import Store
+from edgesynth.fleet.store import Store, connect
 from edgesynth.frames import Release, iter_frames
 from edgesynth.frames import read_frames as read_frame_file
 from edgesynth.mechanisms import REGISTRY, load_generator
@@ -218,7 +218,7 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
         if isinstance(store, Store):
             rels = store.releases(devices=list(devices) if devices else None, config_id=config_id)
         else:
-            with Store(os.fspath(store), create=False) as st:
+            with connect(os.fspath(store)) as st:
                 rels = st.releases(devices=list(devices) if devices else None, config_id=config_id)
     else:
         rels = read_frames(frames, key=key, keyring=keyring)

@@ -8,7 +8,7 @@ from edgesynth.fleet.ingest import ingest as ingest_files
 from edgesynth.fleet.ingest import migrate as migrate_store
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
-from edgesynth.fleet.store import Store, require_schema_1
+from edgesynth.fleet.store import Store, connect, require_schema_1
 from edgesynth.stdio import read_once
 
 
@@ -21,7 +21,7 @@ def open_store(store, keyring):
     if isinstance(store, Store):
         yield store, ring.key_for
         return
-    with Store(os.fspath(store), create=True) as st:
+    with connect(os.fspath(store), create=True) as st:
         yield st, ring.key_for
 
 

@@ -166,6 +166,13 @@ def schema_1_frames(path):
         raise StoreError("%s: cannot read the schema-1 store (%s)" % (path, e))
 
 
+def connect(target, create=False):
+    """The open store at ``target``: today a SQLite file path (see Store).
+    Every command opens its store through here, so another backend is one
+    branch of this function."""
+    return Store(target, create=create)
+
+
 class Store:
     """An open store; use as a context manager.
 
