@@ -27,7 +27,7 @@ from edgesynth.fleet.ingest import REJECTED, Outcome, Report, stored_report
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.storage import open_store
-from edgesynth.frames import parse_frame, split_envelope
+from edgesynth.frames import parse_frame, refusal, split_envelope
 
 MAX_FRAME = 1 << 20     # bytes: larger messages are rejected unread (files of any size go through ingest)
 BATCH_BYTES = 16 << 20  # bytes of messages in one batch at most (the broker's message_size_limit bounds one)
@@ -93,8 +93,8 @@ class _Gateway:
         for msg in batch:
             device = topic_device(msg.topic)
             rel, reason = None, self._refusal(msg.payload, device)
-            if reason is None and self.key_for(device) is None:
-                reason = RETRY  # our keyring lacks the device: not the frame's fault
+            if reason is None and self.key_for(device) is None and refusal(self.key_for, device) is None:
+                reason = RETRY  # our keyring lacks the device: not the frame's fault (revoked: parse_frame says so)
             if reason is None:
                 try:
                     rel = parse_frame(msg.payload, 0, key_for=self.key_for, require_tag=True)[0]

@@ -1,23 +1,38 @@
-"""Device keys: a keyring file mapping device ids to HMAC-SHA256 keys.
+"""Device keys: a keyring file mapping device ids to HMAC-SHA256 keys, or
+deriving them from a fleet master key.
 
-The keyring is JSON, ``{"format": 1, "keys": {"<device id>": "<64 hex digits>"}}``,
-created with mode 0600 and only ever replaced atomically (edgesynth.outputs:
-temporary file in the same directory, fsync, rename), so a crash leaves the old
-or the new keyring, never a torn one. Keys are never printed. A keyring that
-others can read or write is refused, as ssh refuses such a private key: whoever
-reads a key can forge that device's frames.
+The keyring is JSON. Format 1, ``{"format": 1, "keys": {"<device id>": "<64 hex
+digits>"}}``, holds explicit per-device keys (``keys new``). Format 2 adds
+``"master": "<64 hex digits>"`` (``keys fleet``) and ``"revoked": [ids]``
+(``keys revoke``); a file is written as format 2 only when it holds either, so
+that an older edgesynth, which would ignore them (accept a revoked device,
+refuse every derived one), refuses the file instead.
 
-The keyring path must name a regular file (or nothing yet, for ``keys new``):
-a FIFO, device or directory is refused without blocking on it. Reading follows
-a symlink; ``keys new`` refuses one, since replacing a symlink by rename would
-leave its target holding the old keys. The JSON is bounded before parsing
-(size, nesting depth) and a device listed twice is refused, not resolved by
-keeping one of the two keys.
+A device's key is, in this order: none if the device is revoked; its explicit
+key if listed; else HKDF-SHA256 (RFC 5869) of the master with no salt, info
+``b"edgesynth device key v1\x00" + device id (UTF-8)`` and 32 bytes of
+output, if there is a master; else none. The file stays the size of the
+master (plus explicit keys and revocations) for any fleet size.
 
-One key per device (docs/trust.md): a leaked key lets someone forge that
-device's frames and nothing else. Keys come from ``secrets.token_bytes``.
+The file is created with mode 0600 and only ever replaced atomically
+(edgesynth.outputs: temporary file in the same directory, fsync, rename), so a
+crash leaves the old or the new keyring, never a torn one. Keys are never
+printed. A keyring that others can read or write is refused, as ssh refuses
+such a private key: whoever reads a key can forge that device's frames, and
+whoever reads the master can forge every derived device's.
+
+The keyring path must name a regular file (or nothing yet, for the commands
+that write it): a FIFO, device or directory is refused without blocking on
+it. Reading follows a symlink; writing refuses one, since replacing a symlink
+by rename would leave its target holding the old keys. The JSON is bounded
+before parsing (size, nesting depth) and a device listed twice is refused, not
+resolved by keeping one of the two keys.
+
+Keys and masters come from ``secrets.token_bytes``.
 """
 import fcntl
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -29,13 +44,48 @@ from edgesynth.agent.wire import device_id_bytes
 from edgesynth.errors import InputError
 from edgesynth.filekind import check as check_kind
 from edgesynth.outputs import atomic_output
-from edgesynth.stdio import refuse
+from edgesynth.stdio import STDIN, is_stdio, refuse, stdin_bytes
 
-FORMAT = 1
-KEY_BYTES = 32          # HMAC-SHA256 key length (the hash's output size)
+FORMAT = 1              # explicit keys only: what every edgesynth reads
+FLEET_FORMAT = 2        # a master or revocations: refused by an edgesynth that knows format 1 only
+KEY_BYTES = 32          # HMAC-SHA256 key length (the hash's output size); also the master's length
 MAX_KEYRING = 16 << 20  # bytes: refuse to parse anything larger
 MAX_DEPTH = 4           # JSON nesting of a keyring: {"keys": {...}} is 2 deep
 SECRETS = "keys never go through stdin or stdout; give the file's path"
+DEVICE_INFO = b"edgesynth device key v1\x00"  # HKDF info prefix; the device id's UTF-8 bytes follow
+KEY_SUFFIX = ".key"     # export: DIR/<device id>.key
+PROGRESS_EVERY = 4096   # export: files between two progress calls
+
+
+# HKDF is two HMAC calls (RFC 5869 §2.2-2.3); hashlib/hmac give them in C, so
+# a dependency (cryptography) would add a wheel to the base install for ten lines.
+def hkdf_extract(salt, ikm):
+    """RFC 5869 HKDF-Extract with SHA-256: the 32-byte PRK. An empty ``salt``
+    is HashLen zero bytes, as the RFC says."""
+    return hmac.digest(salt or bytes(hashlib.sha256().digest_size), ikm, "sha256")
+
+
+def hkdf_expand(prk, info, length):
+    """RFC 5869 HKDF-Expand with SHA-256: ``length`` (1..8160) bytes of OKM."""
+    if not 0 < length <= 255 * 32:
+        raise ValueError("HKDF-SHA256 output is 1..8160 bytes, not %d" % length)
+    okm, block, i = b"", b"", 0
+    while len(okm) < length:
+        i += 1
+        block = hmac.digest(prk, block + info + bytes([i]), "sha256")
+        okm += block
+    return okm[:length]
+
+
+def hkdf(ikm, info, length, salt=b""):
+    """RFC 5869 HKDF-SHA256: Expand(Extract(salt, ikm), info, length)."""
+    return hkdf_expand(hkdf_extract(salt, ikm), info, length)
+
+
+def _derive(prk, device_bytes):
+    """The device key of a master whose PRK is ``prk``: HKDF-Expand to one
+    block, i.e. a single HMAC (the per-device cost of a fleet)."""
+    return hmac.digest(prk, DEVICE_INFO + device_bytes + b"\x01", "sha256")
 
 
 def check_device_id(device_id):
@@ -49,29 +99,63 @@ def check_device_id(device_id):
 
 
 class Keyring:
-    """Device id -> key bytes, loaded from ``path`` (see module docstring)."""
+    """Device id -> key bytes, loaded from ``path`` (see module docstring):
+    ``keys`` the explicit keys, ``master`` the fleet master (32 bytes) or
+    None, ``revoked`` the revoked device ids."""
 
-    def __init__(self, path, keys):
+    def __init__(self, path, keys, master=None, revoked=()):
         self.path = path
         self._keys = keys
+        self._master = master
+        self._prk = hkdf_extract(b"", master) if master is not None else None
+        self._revoked = frozenset(revoked)
 
     def __contains__(self, device_id):
+        """Whether the device has an explicit key (derived keys are not listed)."""
         return device_id in self._keys
 
+    @property
+    def has_master(self):
+        """Whether the keyring holds a fleet master (its key is never shown)."""
+        return self._master is not None
+
     def devices(self):
-        """Sorted device ids (never the keys)."""
+        """Sorted device ids with an explicit key (never the keys)."""
         return sorted(self._keys)
 
+    def revoked(self):
+        """Sorted revoked device ids."""
+        return sorted(self._revoked)
+
     def key_for(self, device_id):
-        """The device's key, or None: the ``key_for`` of edgesynth.frames.parse_frame."""
-        return self._keys.get(device_id)
+        """The device's key, or None (revoked, or neither listed nor derivable):
+        the ``key_for`` of edgesynth.frames.parse_frame."""
+        if device_id in self._revoked:
+            return None
+        key = self._keys.get(device_id)
+        if key is None and self._prk is not None:
+            try:
+                key = _derive(self._prk, device_id_bytes(device_id))
+            except ConfigError:  # no such id can appear in a frame
+                return None
+        return key
+
+    def refusal(self, device_id):
+        """Why the keyring refuses ``device_id`` for good (it is revoked), or
+        None; edgesynth.frames.refusal passes it on as the frame's reason."""
+        if device_id in self._revoked:
+            return ("device %r is revoked in the keyring %s; its frames are refused "
+                    "(`edgesynth keys unrevoke` undoes it)" % (device_id, self.path))
+        return None
 
     def require(self, device_id):
         """The device's key; an InputError naming the keyring when it has none."""
-        key = self._keys.get(device_id)
+        key = self.key_for(device_id)
         if key is None:
-            raise InputError("%s: no key for device %r (run `edgesynth keys new %s --keyring %s`)"
-                             % (self.path, device_id, device_id, self.path))
+            raise InputError("%s: %s" % (self.path, self.refusal(device_id) or
+                                         "no key for device %r (run `edgesynth keys new %s --keyring %s`, or "
+                                         "`edgesynth keys fleet` to derive every device's key)"
+                                         % (device_id, device_id, self.path)))
         return key
 
 
@@ -99,6 +183,17 @@ def _too_deep(data):
     return bool(brackets)
 
 
+def _key_bytes(path, what, hexkey):
+    """A 32-byte key given as hex in the keyring, else an InputError naming ``what``."""
+    try:
+        key = bytes.fromhex(hexkey)
+    except (ValueError, TypeError):
+        raise InputError("%s: %s is not hex" % (path, what))
+    if len(key) != KEY_BYTES:
+        raise InputError("%s: %s is not %d bytes" % (path, what, KEY_BYTES))
+    return key
+
+
 def load(path, missing_ok=False):
     """Read and validate a keyring; ``missing_ok`` gives an empty one for a new file.
 
@@ -112,7 +207,7 @@ def load(path, missing_ok=False):
     except FileNotFoundError:
         if missing_ok:
             return Keyring(path, {})
-        raise InputError("%s: keyring does not exist (create it with `edgesynth keys new`)" % path)
+        raise InputError("%s: keyring does not exist (create it with `edgesynth keys new` or `keys fleet`)" % path)
     except OSError as e:
         raise InputError("%s: cannot read keyring (%s)" % (path, e.strerror or e))
     with os.fdopen(fd, "rb") as fh:
@@ -132,36 +227,42 @@ def load(path, missing_ok=False):
         doc = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates(path))
     except (UnicodeDecodeError, ValueError):
         raise InputError("%s: keyring is not valid JSON" % path)
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("keys"), dict):
-        raise InputError("%s: not an edgesynth keyring (format %d)" % (path, FORMAT))
+    if (not isinstance(doc, dict) or type(doc.get("format")) is not int
+            or doc["format"] not in (FORMAT, FLEET_FORMAT) or not isinstance(doc.get("keys"), dict)):
+        raise InputError("%s: not an edgesynth keyring (format %d or %d)" % (path, FORMAT, FLEET_FORMAT))
     keys = {}
     for dev, hexkey in doc["keys"].items():
-        try:
-            check_device_id(dev)
-        except InputError as e:
-            raise InputError("%s: bad device id in the keyring: %s" % (path, e))
-        try:
-            key = bytes.fromhex(hexkey)
-        except (ValueError, TypeError):
-            raise InputError("%s: key of device %r is not hex" % (path, dev))
-        if len(key) != KEY_BYTES:
-            raise InputError("%s: key of device %r is not %d bytes" % (path, dev, KEY_BYTES))
-        keys[dev] = key
-    return Keyring(path, keys)
+        keys[_listed_id(path, dev)] = _key_bytes(path, "key of device %r" % dev, hexkey)
+    if doc["format"] == FORMAT:  # a format 1 file cannot carry the fleet fields: an older edgesynth ignores them
+        extra = sorted(set(doc) & {"master", "revoked"})
+        if extra:
+            raise InputError("%s: a format %d keyring cannot hold %s (format %d can)"
+                             % (path, FORMAT, " or ".join(map(repr, extra)), FLEET_FORMAT))
+        return Keyring(path, keys)
+    master = _key_bytes(path, "the fleet master", doc["master"]) if "master" in doc else None
+    revoked = doc.get("revoked", [])
+    if not isinstance(revoked, list) or not all(isinstance(d, str) for d in revoked):
+        raise InputError("%s: 'revoked' must be a list of device ids" % path)
+    if len(set(revoked)) != len(revoked):
+        raise InputError("%s: a device is listed twice in 'revoked'; remove one of the two entries" % path)
+    return Keyring(path, keys, master, [_listed_id(path, d) for d in revoked])
 
 
-def new_key(path, device_id, force=False):
-    """Create a fresh key for ``device_id`` in the keyring at ``path``.
+def _listed_id(path, device_id):
+    try:
+        return check_device_id(device_id)
+    except InputError as e:
+        raise InputError("%s: bad device id in the keyring: %s" % (path, e))
 
-    Refuses to replace an existing key unless ``force``: frames tagged with the
-    old key would no longer verify. Refuses a symlink ``path``: the atomic
-    rename would replace the link and leave its target with the old keys.
-    Concurrent writers are serialised with an advisory lock on
-    ``path + ".lock"``. Returns the Keyring after the change.
-    """
+
+def _rewrite(path, change):
+    """Replace the keyring at ``path`` by ``change(ring)`` (a Keyring, or an
+    InputError), under an advisory lock on ``path + ".lock"`` that serialises
+    concurrent writers. Refuses a symlink ``path``: the atomic rename would
+    replace the link and leave its target with the old keys. Returns the new
+    Keyring."""
     refuse(path, "a keyring", SECRETS)
     path = os.fspath(path)  # str or os.PathLike
-    check_device_id(device_id)
     if os.path.islink(path):
         raise InputError("%s: keyring is a symbolic link (to %s); give the keyring's own path"
                          % (path, os.readlink(path)))
@@ -171,24 +272,202 @@ def new_key(path, device_id, force=False):
         raise InputError("%s: cannot create the keyring lock (%s)" % (path, e.strerror or e))
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        ring = load(path, missing_ok=True)
-        if device_id in ring and not force:
-            raise InputError("%s: device %r already has a key; pass --force to replace it "
-                             "(its old frames will no longer verify)" % (path, device_id))
-        keys = dict(ring._keys)
-        keys[device_id] = secrets.token_bytes(KEY_BYTES)
-        doc = {"format": FORMAT, "keys": {d: k.hex() for d, k in sorted(keys.items())}}
+        ring = change(load(path, missing_ok=True))
+        doc = {"format": FORMAT, "keys": {d: k.hex() for d, k in sorted(ring._keys.items())}}
+        if ring._master is not None or ring._revoked:
+            doc["format"] = FLEET_FORMAT
+            if ring._master is not None:
+                doc["master"] = ring._master.hex()
+            doc["revoked"] = ring.revoked()
         with atomic_output(path, "w", perms=0o600, encoding="utf-8") as fh:
             fh.write(json.dumps(doc, indent=1) + "\n")
-        return Keyring(path, keys)
+        return ring
     finally:
         os.close(lock)
+
+
+def new_key(path, device_id, force=False):
+    """Create a fresh explicit key for ``device_id`` in the keyring at ``path``.
+
+    Refuses to replace the device's existing key (explicit, or derived from
+    the fleet master) unless ``force``: frames tagged with the old key would no
+    longer verify. Rewrites the whole file, so it suits a few explicit keys;
+    a fleet uses ``new_fleet_key`` and derived keys. Returns the Keyring after
+    the change.
+    """
+    check_device_id(device_id)
+
+    def change(ring):
+        if not force and device_id in ring:
+            raise InputError("%s: device %r already has a key; pass --force to replace it "
+                             "(its old frames will no longer verify)" % (ring.path, device_id))
+        if not force and ring.has_master:
+            raise InputError("%s: device %r already has a key derived from the fleet master; pass --force to "
+                             "give it an explicit key instead (its old frames will no longer verify)"
+                             % (ring.path, device_id))
+        return Keyring(ring.path, {**ring._keys, device_id: secrets.token_bytes(KEY_BYTES)},
+                       ring._master, ring._revoked)
+    return _rewrite(path, change)
+
+
+def new_fleet_key(path, force=False):
+    """Create a fleet master key (32 bytes from ``secrets``) in the keyring at
+    ``path`` (created if missing). Every device without an explicit key then
+    has a key derived from it (module docstring). Refuses to replace an
+    existing master unless ``force``: every derived device key would change,
+    and those devices' old frames stop verifying. Returns the Keyring."""
+    def change(ring):
+        if ring.has_master and not force:
+            raise InputError("%s: the keyring already has a fleet master; pass --force to replace it (every "
+                             "derived device key changes: re-export and re-flash those devices)" % ring.path)
+        return Keyring(ring.path, ring._keys, secrets.token_bytes(KEY_BYTES), ring._revoked)
+    return _rewrite(path, change)
+
+
+def revoke_keys(path, devices):
+    """Add ``devices`` (device ids) to the keyring's revocation list: from
+    then on key_for gives them no key, so ingest and the gateway refuse their
+    new frames with a reason saying "revoked". Frames already stored stay in
+    the store. Revoking a revoked device again is no change. Returns the Keyring."""
+    ids = [check_device_id(d) for d in devices]
+    return _rewrite(path, lambda ring: Keyring(ring.path, ring._keys, ring._master, ring._revoked.union(ids)))
+
+
+def unrevoke_keys(path, devices):
+    """Remove ``devices`` from the keyring's revocation list (their keys,
+    explicit or derived, are the same as before the revocation). Returns the Keyring."""
+    ids = [check_device_id(d) for d in devices]
+    return _rewrite(path, lambda ring: Keyring(ring.path, ring._keys, ring._master, ring._revoked.difference(ids)))
+
+
+def read_device_ids(path):
+    """Yield the device ids of a file (``"-"``: stdin), one per line; blank
+    lines are skipped, and a line that is not a device id is an InputError
+    with its line number. Lines are read with a bound, so memory stays small
+    whatever the input."""
+    fh = stdin_bytes() if is_stdio(path) else _open_ids(path)
+    name = STDIN if is_stdio(path) else path
+    try:
+        for i, line in enumerate(iter(lambda: fh.readline(128), b""), 1):
+            if len(line) == 128 and not line.endswith(b"\n"):
+                raise InputError("%s: line %d is longer than a device id (64 characters)" % (name, i))
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                yield check_device_id(text.decode("ascii"))
+            except (InputError, UnicodeDecodeError) as e:
+                raise InputError("%s: line %d: %s" % (name, i, e if isinstance(e, InputError) else
+                                                       "device id may hold only A-Z a-z 0-9 . _ - :"))
+    finally:
+        if not is_stdio(path):
+            fh.close()
+
+
+def _open_ids(path):
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise InputError("%s: cannot read the device ids (%s)" % (path, e.strerror or e))
+
+
+def export_keys(ring, devices, directory, force=False, progress=None):
+    """Write each device's key for flashing as ``directory/<device id>.key``:
+    the 32 raw key bytes, mode 0600.
+
+    ring: a Keyring or a keyring path; devices: an iterable of device ids
+    (each once; repeats are written once); directory: created with mode 0700
+    when missing (its parent must exist). Every id is checked first (valid,
+    not revoked, has a key), and nothing is written if one fails or, without
+    ``force``, if a key file of one of them exists already (a symlink
+    included). Files are created with O_CREAT|O_EXCL|O_NOFOLLOW in the
+    directory's fd, so no pre-planted name is followed; with ``force`` an
+    existing one is replaced by rename (the entry itself, never a link's
+    target). No file is fsynced, the directory once at the end: the keys are
+    derived deterministically, so after a crash the export is simply run
+    again with ``force``. ``progress(done, total)`` is called every 4096
+    files and at the end. Returns the number of files written.
+    """
+    if not isinstance(ring, Keyring):
+        ring = load(ring)
+    ids = {}
+    for dev in devices:
+        if dev in ids:
+            continue
+        try:
+            ids[dev] = device_id_bytes(dev)
+        except ConfigError as e:
+            raise InputError(str(e))
+        if dev in ring._revoked or (ring._prk is None and dev not in ring._keys):
+            ring.require(dev)  # the InputError saying why it has no key
+    if not ids:
+        raise InputError("no device ids to export")
+    dfd = _key_dir(directory)
+    try:
+        names = [dev + KEY_SUFFIX for dev in ids]
+        present = set(os.listdir(dfd)).intersection(names)
+        if present and not force:
+            raise InputError("%s: %d of the key files exist already (e.g. %s); pass --force to replace them"
+                             % (directory, len(present), min(present)))
+        total, done = len(ids), 0
+        for (dev, b), name in zip(ids.items(), names):
+            key = ring._keys.get(dev) or _derive(ring._prk, b)
+            _write_key(dfd, directory, name, key, name in present)
+            done += 1
+            if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
+                progress(done, total)
+        os.fsync(dfd)
+        return done
+    except OSError as e:
+        raise InputError("%s: cannot write the key files (%s)" % (directory, e.strerror or e))
+    finally:
+        os.close(dfd)
+
+
+_CREATE = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _write_key(dfd, directory, name, key, replace):
+    """Write one key file in the directory ``dfd``: created exclusively, or
+    (``replace``) written under a temporary name and renamed over the old entry."""
+    target = name + "~" if replace else name  # "~" is no device id character: never another device's file
+    if replace:
+        try:
+            os.unlink(target, dir_fd=dfd)  # left by an interrupted export
+        except FileNotFoundError:
+            pass
+    try:
+        fd = os.open(target, _CREATE, 0o600, dir_fd=dfd)
+    except FileExistsError:
+        raise InputError("%s: %s exists already (created meanwhile); pass --force to replace it" % (directory, name))
+    try:
+        if os.write(fd, key) != len(key):
+            raise InputError("%s: short write of %s" % (directory, name))
+    finally:
+        os.close(fd)
+    if replace:
+        os.replace(target, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+def _key_dir(directory):
+    """An fd of the export directory, created with mode 0700 if missing."""
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise InputError("%s: cannot create the key directory (%s)" % (directory, e.strerror or e))
+    try:
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise InputError("%s: cannot open the key directory (%s)" % (directory, e.strerror or e))
 
 
 def write_credentials(ring, device_id, path):
     """Write the credentials file of ``device_id`` for its board: JSON
     ``{"id": ..., "key": "<64 hex digits>"}``, mode 0600, replaced atomically.
-    The device's main loop reads it (``device.credentials`` in its config) to
+    The key is the device's explicit or derived one (Keyring.key_for). The
+    device's main loop reads it (``device.credentials`` in its config) to
     tag frames and authenticate its state record (docs/trust.md §6).
     Never to stdout ("-" is refused)."""
     refuse(path, "a credentials file", SECRETS)
