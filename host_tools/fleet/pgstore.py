@@ -1,0 +1,330 @@
+"""The ingest store in PostgreSQL (``--store postgresql://...``): several
+ingests and gateways, on one host or many, writing one store at once.
+
+The rules, tables and API are the SQLite store's (edgesynth.fleet.store,
+docs/trust.md §4-5): ``frames`` keyed by (device, epoch), ``conflicts`` keyed
+by (device, epoch, digest), the same columns (``raw`` as bytea), and in any
+delivery order a frame is stored, a duplicate (same payload bytes) or a
+conflict (kept aside, never read back for assembly).
+
+Concurrency: a frame is ``INSERT ... ON CONFLICT DO NOTHING`` into
+``frames``; when nothing was inserted the stored digest is read back (READ
+COMMITTED takes a new snapshot per statement, so a row another writer
+committed meanwhile is seen: the unique index makes our insert wait for that
+writer's transaction to end). Two writers racing on one (device, epoch) with
+other bytes thus give one stored frame and one conflict, never an error. A
+batch takes its rows in (device, epoch) order, so every writer locks index
+entries in the same order and two batches cannot deadlock.
+
+Durability: a batch is one transaction with ``synchronous_commit=on``; its
+results are returned only after COMMIT returned, i.e. after the server has
+flushed its WAL (as far as the server's ``fsync`` setting and disks honour it).
+
+The database is marked by the table ``edgesynth_store`` (one row: the schema
+version). Only writers (``create=True``: ingest, gateway, migrate) create the
+tables, in one transaction under an advisory lock, so concurrent first ingests
+are safe and nobody sees half of a store; tables named ``frames`` or
+``conflicts`` that edgesynth did not make are refused and left alone. Readers
+run every transaction READ ONLY.
+
+psycopg is imported here only, when a PostgreSQL store is opened: SQLite users
+never need it (``pip install edgesynth[postgres]``).
+"""
+import itertools
+import urllib.parse
+
+from edgesynth.errors import InputError, StoreError, StoreWriteError
+from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, config_id_of
+from edgesynth.frames import parse_frame
+
+SCHEMES = ("postgresql", "postgres")
+MARK = "edgesynth_store"                       # the marker table's name
+SCHEMA_VERSION = 1                             # the row of the marker table
+LOCK_KEY = int.from_bytes(b"ESst", "big")      # pg_advisory_xact_lock key taken while creating the tables
+FETCH_ROWS = 256                               # frames() rows per round trip (~7 MiB of 29 KB frames)
+CONNECT_TIMEOUT_S = 10                         # unless the URL sets connect_timeout
+
+# device and config_id sort bytewise (COLLATE "C"), as SQLite's BINARY does,
+# so frames() and config_ids() come in the SQLite store's order whatever the
+# database's locale
+_COLUMNS = """
+    device text COLLATE "C" NOT NULL,
+    epoch bigint NOT NULL,
+    seq bigint NOT NULL,
+    digest text NOT NULL,
+    config_id text COLLATE "C" NOT NULL,
+    raw bytea NOT NULL"""
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS %s (version integer NOT NULL)" % MARK,
+    "CREATE TABLE IF NOT EXISTS frames (%s, PRIMARY KEY (device, epoch))" % _COLUMNS,
+    "CREATE TABLE IF NOT EXISTS conflicts (%s, PRIMARY KEY (device, epoch, digest))" % _COLUMNS,
+    # frames are noisy msgpack that does not compress: store them out of line
+    # without trying pglz on every insert
+    "ALTER TABLE frames ALTER COLUMN raw SET STORAGE EXTERNAL",
+    "ALTER TABLE conflicts ALTER COLUMN raw SET STORAGE EXTERNAL",
+)
+_INSERT = "INSERT INTO %s VALUES (%%s, %%s, %%s, %%s, %%s, %%s) ON CONFLICT DO NOTHING"
+
+
+def is_url(target):
+    """True when ``target`` is a str naming a PostgreSQL store (postgresql:// or postgres://)."""
+    scheme, sep, _ = target.partition("://") if isinstance(target, str) else ("", "", "")
+    return bool(sep) and scheme.lower() in SCHEMES
+
+
+def label(url):
+    """``url`` without its password (in the user info or a ``password=``
+    parameter): the store's name in messages."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            user, host = netloc.rsplit("@", 1)
+            netloc = user.split(":", 1)[0] + "@" + host
+        query = "&".join(q for q in parts.query.split("&") if q and q.split("=", 1)[0].lower() != "password")
+        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except ValueError:
+        return "%s://(a malformed URL)" % url.partition("://")[0]
+
+
+def _password(url):
+    try:
+        parts = urllib.parse.urlsplit(url)
+        secrets = [parts.password] + urllib.parse.parse_qs(parts.query).get("password", [])
+    except ValueError:
+        return []
+    return [s for s in secrets if s]
+
+
+def _psycopg():
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError("a postgresql:// store needs psycopg 3: pip install 'edgesynth[postgres]'")
+    return psycopg
+
+
+class PgStore:
+    """An open PostgreSQL store; the API and rules of fleet.store.Store.
+
+    ``url``: a libpq URL, postgresql://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?PARAMS];
+    the password may instead come from PGPASSWORD or ~/.pgpass (libpq's rules).
+    ``create=False`` (reading commands): every transaction is READ ONLY and the
+    database must hold a store. ``create=True`` (ingest, gateway, migrate):
+    create the tables if the database has none. ``path`` is the URL without its
+    password (for messages); ``target`` is the URL as given (to open it again,
+    e.g. in another process).
+    """
+
+    def __init__(self, url, create=False):
+        self.target, self.path = url, label(url)
+        self._secrets = _password(url)
+        self._cursors = itertools.count()
+        psycopg = self._pg = _psycopg()
+        try:
+            urllib.parse.urlsplit(url).port  # a malformed host or port: say so before libpq does
+            opts = psycopg.conninfo.conninfo_to_dict(url)
+        except (ValueError, psycopg.Error) as e:
+            raise StoreError("%s: not a valid postgresql:// URL (%s)" % (self.path, self._say(e)))
+        opts.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
+        opts.setdefault("application_name", "edgesynth")
+        try:
+            self.db = psycopg.connect(autocommit=True, **opts)
+        except psycopg.Error as e:
+            raise StoreError("%s: cannot connect (%s)" % (self.path, self._say(e)))
+        try:
+            if create:
+                self.db.execute("SET synchronous_commit TO on")  # whatever the server's default
+                self._create()
+            else:
+                self.db.execute("SET default_transaction_read_only TO on")
+            self._check()
+        except psycopg.Error as e:
+            self.db.close()
+            raise StoreError("%s: not a usable edgesynth store (%s)" % (self.path, self._say(e)))
+        except StoreError:
+            self.db.close()
+            raise
+
+    def _say(self, e):
+        """psycopg's message on one line, without the password."""
+        text = " ".join(str(e).split()) or type(e).__name__
+        for s in self._secrets:
+            text = text.replace(s, "***")
+        return text
+
+    def _exists(self, table):
+        return self.db.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]
+
+    def _foreign(self):
+        """StoreError unless the tables edgesynth would make are all absent."""
+        taken = [t for t in ("frames", "conflicts") if self._exists(t)]
+        if taken:
+            raise StoreError("%s: the database has table(s) %s that edgesynth did not make (no %s table); "
+                             "left unchanged: give an empty database" % (self.path, ", ".join(taken), MARK))
+
+    def _create(self):
+        with self.db.transaction():
+            self.db.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            if self._exists(MARK):
+                return
+            self._foreign()
+            for sql in _SCHEMA:
+                self.db.execute(sql)
+            self.db.execute("INSERT INTO %s VALUES (%%s)" % MARK, (SCHEMA_VERSION,))
+
+    def _check(self):
+        with self.db.transaction():
+            if not self._exists(MARK):
+                self._foreign()
+                raise StoreError("%s: no edgesynth store in this database (create it with `edgesynth ingest`)"
+                                 % self.path)
+            versions = [v for (v,) in self.db.execute("SELECT version FROM %s" % MARK)]
+        if versions != [SCHEMA_VERSION]:
+            raise StoreError("%s: store schema %s, this edgesynth reads %d"
+                             % (self.path, "/".join(map(str, versions)) or "missing", SCHEMA_VERSION))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.db.close()
+
+    def _read(self, sql, args=()):
+        """All rows of a query, in one transaction; a failure becomes a StoreError."""
+        try:
+            with self.db.transaction():
+                return self.db.execute(sql, args).fetchall()
+        except self._pg.Error as e:
+            raise StoreError("%s: cannot read the store (%s)" % (self.path, self._say(e)))
+
+    def put(self, rel):
+        """Store one verified Release in its own transaction; STORED, DUPLICATE
+        or CONFLICT once committed. StoreWriteError: nothing of it written."""
+        return self.put_many([rel])[0]
+
+    def put_many(self, rels):
+        """Store verified Releases in one transaction; their results, in order,
+        once COMMIT returned. A frame repeated in ``rels`` is a DUPLICATE (or a
+        CONFLICT) the second time, as in separate transactions. Raises
+        StoreWriteError when the transaction fails (the server unreachable, a
+        full disk): then nothing of it was written."""
+        rels = list(rels)
+        # (device, epoch) order for the locks (see the module docstring); the
+        # sort is stable, so repeats of one window keep their given order
+        order = sorted(range(len(rels)), key=lambda i: (rels[i].device, rels[i].epoch))
+        results = [None] * len(rels)
+        try:
+            with self.db.transaction(), self.db.cursor() as cur:
+                for i in order:
+                    results[i] = self._put(cur, rels[i])
+        except self._pg.Error as e:
+            raise StoreWriteError("%s: cannot write the store (%s)" % (self.path, self._say(e)))
+        return results
+
+    def _put(self, cur, rel):
+        """One frame's rule, inside the open transaction."""
+        digest = rel.payload_digest
+        row = (rel.device, rel.epoch, rel.seq, digest, config_id_of(rel), rel.raw)
+        cur.execute(_INSERT % "frames", row)
+        if cur.rowcount == 1:
+            return STORED
+        have = cur.execute("SELECT digest FROM frames WHERE device=%s AND epoch=%s",
+                           (rel.device, rel.epoch)).fetchone()[0]
+        if have == digest:
+            return DUPLICATE
+        cur.execute(_INSERT % "conflicts", row)
+        return CONFLICT
+
+    def count(self):
+        """Number of stored frames (conflicts not included)."""
+        return self._read("SELECT COUNT(*) FROM frames")[0][0]
+
+    def stats(self):
+        """{"frames", "devices", "configs": {config id: frames}, "bytes", "conflicts"}."""
+        frames, size, devices = self._read(
+            "SELECT COUNT(*), COALESCE(SUM(octet_length(raw)), 0)::bigint, COUNT(DISTINCT device) FROM frames")[0]
+        configs = dict(self._read("SELECT config_id, COUNT(*) FROM frames GROUP BY config_id ORDER BY 1"))
+        conflicts = self._read("SELECT COUNT(*) FROM conflicts")[0][0]
+        return {"frames": frames, "devices": devices, "configs": configs, "bytes": size, "conflicts": conflicts}
+
+    def keys(self):
+        """{(device, epoch, seq): payload digest} of every stored frame."""
+        return {(d, e, s): h for d, e, s, h in self._read("SELECT device, epoch, seq, digest FROM frames")}
+
+    def conflicts(self):
+        """Sorted (device, epoch, seq, payload digest) of the frames kept aside."""
+        return self._read("SELECT device, epoch, seq, digest FROM conflicts ORDER BY 1, 2, 3, 4")
+
+    def frames(self, devices=None, config_id=None, device_range=None):
+        """The stored frames' bytes (never the conflicts), ordered by (device,
+        epoch), streamed through a server-side cursor FETCH_ROWS rows at a
+        time (memory independent of the number of frames).
+
+        devices: only these ids; config_id: only this configuration;
+        device_range: (lo, hi), lo <= device < hi, either None for unbounded.
+        """
+        where, args = _where(devices, config_id, device_range)
+        name = "edgesynth_frames_%d" % next(self._cursors)  # frames() may be open twice on one connection
+        try:
+            with self.db.transaction(), self.db.cursor(name=name, binary=True) as cur:
+                cur.itersize = FETCH_ROWS
+                cur.execute("SELECT raw FROM frames%s ORDER BY device, epoch" % where, args)
+                for (raw,) in cur:
+                    yield bytes(raw)
+        except self._pg.Error as e:
+            raise StoreError("%s: cannot read the store (%s)" % (self.path, self._say(e)))
+
+    def config_ids(self, devices=None, device_range=None):
+        """Sorted distinct configuration ids of the selected frames (as frames())."""
+        where, args = _where(devices, None, device_range)
+        return [c for (c,) in self._read("SELECT DISTINCT config_id FROM frames%s ORDER BY 1" % where, args)]
+
+    def device_ranges(self, parts, config_id=None):
+        """Up to ``parts`` (lo, hi) device ranges covering every device (first
+        lo and last hi None, each hi the next lo), cut at the devices that start
+        each 1/parts of the frames (of ``config_id`` if given) in (device,
+        epoch) order: roughly equal frame counts, a device never split."""
+        if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
+            raise InputError("parts must be a positive integer, not %r" % (parts,))
+        where, args = _where(None, config_id, None)
+        n = self._read("SELECT COUNT(*) FROM frames%s" % where, args)[0][0]
+        marks = sorted({1 + k * n // parts for k in range(parts)})
+        firsts = self._read("SELECT device FROM (SELECT device, row_number() OVER (ORDER BY device, epoch) AS i "
+                            "FROM frames%s) t WHERE i = ANY(%%s) ORDER BY i" % where, args + [marks])
+        cuts = sorted({d for (d,) in firsts[1:]} - {firsts[0][0]}) if firsts else []
+        return list(zip([None] + cuts, cuts + [None]))
+
+    def releases(self, devices=None, config_id=None):
+        """Decoded Releases of the stored frames (never the conflicts), as
+        Store.releases: InputError when none match or when they have several
+        configurations and no ``config_id`` chooses one."""
+        ids = [c for c in self.config_ids(devices=devices) if not config_id or c == config_id]
+        if not ids:
+            raise InputError("%s: no stored frames match" % self.path)
+        if len(ids) > 1:
+            raise InputError("%s: the selected frames have %d configurations (%s); choose one with "
+                             "--config-hash" % (self.path, len(ids), ", ".join(ids)))
+        return [parse_frame(raw)[0] for raw in self.frames(devices=devices, config_id=ids[0])]
+
+
+def _where(devices, config_id, device_range):
+    """(" WHERE ..." or "", parameters) selecting frames as frames() documents."""
+    where, args = [], []
+    if devices:
+        where.append("device = ANY(%s)")
+        args.append(list(devices))
+    if config_id:
+        where.append("config_id = %s")
+        args.append(config_id)
+    lo, hi = device_range or (None, None)
+    if lo is not None:
+        where.append("device >= %s")
+        args.append(lo)
+    if hi is not None:
+        where.append("device < %s")
+        args.append(hi)
+    return (" WHERE " + " AND ".join(where) if where else ""), args
