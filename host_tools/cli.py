@@ -499,8 +499,8 @@ def firmware_build(cpu, config_path, header, as_json):
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key that every frame must be tagged with.")
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring: every frame must carry a valid tag under its device's key.")
-@click.option("--store", "store_path", default=None, type=click.Path(dir_okay=False),
-              help="Assemble the frames of an ingest store instead of frame files.")
+@click.option("--store", "store_path", default=None,
+              help="Assemble the frames of an ingest store (SQLite path or postgresql://URL) instead of frame files.")
 @click.option("--device", "devices", multiple=True, help="With --store: only this device (repeatable).")
 @click.option("--config-hash", default=None, help="With --store: only frames of this configuration id.")
 @click.option("--mechanism", default=None, type=click.Choice(MECHANISMS),
@@ -779,8 +779,9 @@ def keys_list(keyring):
 # ------------------------------------------------------------ ingest, store
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False),
-              help="SQLite store; created only where no file exists (an existing file must be a store).")
+@click.option("--store", "store_path", required=True,
+              help="SQLite path or postgresql://URL; created if missing (an existing file or database must "
+                   "hold a store).")
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False),
               help="Keyring: each frame must verify under the key of its envelope's device.")
 @click.option("--json", "as_json", is_flag=True,
@@ -838,8 +839,9 @@ def _connection(broker, cafile, cert, key_file, username):
 
 @main.command()
 @_broker_options
-@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False),
-              help="SQLite store; created only where no file exists (an existing file must be a store).")
+@click.option("--store", "store_path", required=True,
+              help="SQLite path or postgresql://URL; created if missing (an existing file or database must "
+                   "hold a store).")
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False),
               help="Keyring: each frame must verify under the key of its envelope's device.")
 @click.option("--client-id", default="edgesynth-gateway", show_default=True,
@@ -907,7 +909,7 @@ def store():
 
 
 @store.command("stats")
-@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store.")
+@click.option("--store", "store_path", required=True, help="SQLite path or postgresql://URL.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def store_stats(store_path, as_json):
     """Frames, devices and configurations held by a store, and the conflicts kept aside."""
@@ -919,7 +921,7 @@ def store_stats(store_path, as_json):
                                         for c in conflicts]))
         return
     click.echo("%s: %d frame(s) from %d device(s), %d configuration(s), %d bytes, %d conflict(s)"
-               % (store_path, s["frames"], s["devices"], len(s["configs"]), s["bytes"], s["conflicts"]))
+               % (st.path, s["frames"], s["devices"], len(s["configs"]), s["bytes"], s["conflicts"]))
     for dev, epoch, seq, digest in conflicts:
         click.echo("conflict: device %s epoch %d seq %d payload sha256 %s (kept aside, not merged)"
                    % (shown(dev), epoch, seq, digest))
@@ -927,8 +929,8 @@ def store_stats(store_path, as_json):
 
 @store.command("migrate")
 @click.argument("old", type=click.Path(dir_okay=False))
-@click.option("--to", "store_path", required=True, type=click.Path(dir_okay=False),
-              help="New store to fill (created if missing, as by ingest).")
+@click.option("--to", "store_path", required=True,
+              help="Store to fill, SQLite path or postgresql://URL (created if missing, as by ingest).")
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False),
               help="Keyring: each frame is verified again under its device's key.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per frame, as ingest --json.")

@@ -8,17 +8,17 @@ from edgesynth.fleet.ingest import ingest as ingest_files
 from edgesynth.fleet.ingest import migrate as migrate_store
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
-from edgesynth.fleet.store import Store, connect, require_schema_1
+from edgesynth.fleet.store import connect, require_schema_1
 from edgesynth.stdio import read_once
 
 
 @contextlib.contextmanager
 def open_store(store, keyring):
-    """(Store, key_for) of ``store`` (a path, opened for writing and created if
-    no file is there, then closed on exit; or an open Store, left open) and
-    ``keyring`` (a path or a Keyring)."""
+    """(Store, key_for) of ``store`` (a path or postgresql:// URL, opened for
+    writing and created if missing, then closed on exit; or an open Store or
+    PgStore, left open) and ``keyring`` (a path or a Keyring)."""
     ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
-    if isinstance(store, Store):
+    if not isinstance(store, (str, os.PathLike)):
         yield store, ring.key_for
         return
     with connect(os.fspath(store), create=True) as st:
