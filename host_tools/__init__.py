@@ -59,6 +59,10 @@ _LAZY = {
     "load_keyring": ("edgesynth.fleet.keys", "load"),
     "new_key": ("edgesynth.fleet.keys", "new_key"),
     "write_credentials": ("edgesynth.fleet.keys", "write_credentials"),
+    "new_fleet_key": ("edgesynth.fleet.keys", "new_fleet_key"),
+    "export_keys": ("edgesynth.fleet.keys", "export_keys"),
+    "revoke_keys": ("edgesynth.fleet.keys", "revoke_keys"),
+    "unrevoke_keys": ("edgesynth.fleet.keys", "unrevoke_keys"),
     "Store": ("edgesynth.fleet.store", "Store"),
     "connect_store": ("edgesynth.fleet.store", "connect"),
     "ingest": ("edgesynth.fleet.storage", "ingest"),
@@ -78,7 +82,15 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.evaluation.report import report
     from edgesynth.evaluation.scoring import evaluate
     from edgesynth.fleet.gateway import gateway
-    from edgesynth.fleet.keys import Keyring, new_key, write_credentials
+    from edgesynth.fleet.keys import (
+        Keyring,
+        export_keys,
+        new_fleet_key,
+        new_key,
+        revoke_keys,
+        unrevoke_keys,
+        write_credentials,
+    )
     from edgesynth.fleet.keys import load as load_keyring
     from edgesynth.fleet.publish import publish
     from edgesynth.fleet.storage import ingest, migrate
@@ -94,7 +106,8 @@ __all__ = [
     "plan", "combine", "load_config", "write_config",
     "read", "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
     "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize", "report",
-    "Keyring", "load_keyring", "new_key", "write_credentials", "Store", "connect_store", "ingest", "migrate",
+    "Keyring", "load_keyring", "new_key", "write_credentials", "new_fleet_key", "export_keys", "revoke_keys",
+    "unrevoke_keys", "Store", "connect_store", "ingest", "migrate",
     "gateway", "publish",
     "docs_path", "docs_topics", "run_demo",
     "EdgesynthError", "InputError", "FrameError", "MergeError", "StoreError", "IngestStopped",

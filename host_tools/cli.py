@@ -32,6 +32,7 @@ from edgesynth.errors import ColumnNotFound, EdgesynthError, InputError
 from edgesynth.evaluation.table import rows as utility_rows
 from edgesynth.fleet.broker import Connection
 from edgesynth.fleet.ingest import shown
+from edgesynth.fleet.keys import read_device_ids
 from edgesynth.manual import docs_dir, docs_title
 from edgesynth.outputs import write_bytes, write_text
 from edgesynth.pipeline import DEFAULT_N_MAX, HOST_RAM, fit, runtime
@@ -737,7 +738,7 @@ def inspect(file, key_hex):
 # --------------------------------------------------------------------- keys
 @main.group()
 def keys():
-    """Per-device HMAC keys in a keyring file (edgesynth docs trust)."""
+    """Device HMAC keys in a keyring file: explicit, or derived from a fleet master (edgesynth docs trust)."""
 
 
 @keys.command("new")
@@ -770,10 +771,98 @@ def keys_credentials(device_id, keyring, output):
 
 @keys.command("list")
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
-def keys_list(keyring):
-    """Print the device ids of a keyring, one per line (never the keys)."""
-    for dev in es.load_keyring(keyring).devices():
+@click.option("--json", "as_json", is_flag=True, help='One JSON object: {"master": bool, "devices", "revoked"}.')
+def keys_list(keyring, as_json):
+    """Print the device ids with an explicit key, one per line (never the keys),
+    and on stderr whether a fleet master derives the others' keys and how
+    many devices are revoked."""
+    ring = es.load_keyring(keyring)
+    if as_json:
+        _echo_json({"master": ring.has_master, "devices": ring.devices(), "revoked": ring.revoked()})
+        return
+    for dev in ring.devices():
         click.echo(dev)
+    click.echo("%s: %d explicit key(s); fleet master %s; %d revoked device(s)"
+               % (keyring, len(ring.devices()), "present (the keys of unlisted devices are derived)"
+                  if ring.has_master else "absent", len(ring.revoked())), err=True)
+
+
+@keys.command("fleet")
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False),
+              help="Keyring file (created with mode 0600 if missing).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing master: EVERY derived device key changes (re-export, re-flash).")
+def keys_fleet(keyring, force):
+    """Create a fleet master key (32 random bytes, never printed).
+
+    Every device without an explicit key then has the key HKDF-SHA256(master,
+    info "edgesynth device key v1\\0" + device id): the keyring stays one key
+    for any fleet size. Write the devices' keys with `keys export`.
+    """
+    had = force and os.path.exists(keyring) and es.load_keyring(keyring).has_master
+    es.new_fleet_key(keyring, force=force)
+    if had:
+        click.echo("warning: the fleet master was replaced: every derived device key changed; devices flashed "
+                   "with the old keys are refused until re-flashed (`keys export --force`)", err=True)
+    click.echo("%s: fleet master %s (device keys are derived from it; explicit keys still win)"
+               % (keyring, "replaced" if had else "created"))
+
+
+def _device_ids(devices, from_file):
+    """DEV arguments followed by the ids of --from (one per line; '-': stdin)."""
+    if not devices and from_file is None:
+        raise InputError("give device ids (DEV...) or --from FILE (one per line; '-' reads stdin)")
+    yield from devices
+    if from_file is not None:
+        yield from read_device_ids(from_file)
+
+
+_FROM = click.option("--from", "from_file", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+                     help="Also the device ids of FILE, one per line ('-': stdin): more than a command line holds.")
+
+
+@keys.command("export")
+@click.argument("devices", nargs=-1)
+@_FROM
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
+@click.option("-o", "--output", "directory", required=True, type=click.Path(file_okay=False),
+              help="Directory for DEV.key files (created with mode 0700 if missing).")
+@click.option("--force", is_flag=True, help="Replace existing key files (each by an atomic rename).")
+def keys_export(devices, from_file, keyring, directory, force):
+    """Write each device's key for flashing as DIR/DEVICE.key: the 32 raw key
+    bytes, mode 0600 (explicit key, else derived from the fleet master).
+
+    Nothing is written if an id is invalid, revoked or has no key, or (without
+    --force) if one of the files exists. The directory is fsynced once at the
+    end, the files are not: after a crash, run the export again with --force
+    (the same keys are derived). The keys are never printed.
+    """
+    ring = es.load_keyring(keyring)
+    with _Bar("exporting keys", total=0) as bar:
+        n = es.export_keys(ring, _device_ids(devices, from_file), directory, force=force, progress=bar.update)
+    click.echo("wrote %d key file(s) to %s (mode 0600; keep them off the host once flashed)" % (n, directory))
+
+
+@keys.command("revoke")
+@click.argument("devices", nargs=-1)
+@_FROM
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
+def keys_revoke(devices, from_file, keyring):
+    """Revoke devices: their new frames are refused ("revoked") by ingest,
+    assemble --keyring and a running gateway (which re-reads the keyring).
+    Frames already stored stay; select with assemble --device."""
+    ring = es.revoke_keys(keyring, _device_ids(devices, from_file))
+    click.echo("%s: %d device(s) revoked in all" % (keyring, len(ring.revoked())))
+
+
+@keys.command("unrevoke")
+@click.argument("devices", nargs=-1)
+@_FROM
+@click.option("--keyring", required=True, type=click.Path(dir_okay=False), help="Keyring file.")
+def keys_unrevoke(devices, from_file, keyring):
+    """Take devices off the revocation list (their keys are unchanged)."""
+    ring = es.unrevoke_keys(keyring, _device_ids(devices, from_file))
+    click.echo("%s: %d device(s) revoked in all" % (keyring, len(ring.revoked())))
 
 
 # ------------------------------------------------------------ ingest, store

@@ -152,10 +152,9 @@ class Keyring:
         """The device's key; an InputError naming the keyring when it has none."""
         key = self.key_for(device_id)
         if key is None:
-            raise InputError("%s: %s" % (self.path, self.refusal(device_id) or
-                                         "no key for device %r (run `edgesynth keys new %s --keyring %s`, or "
-                                         "`edgesynth keys fleet` to derive every device's key)"
-                                         % (device_id, device_id, self.path)))
+            raise InputError(self.refusal(device_id) or
+                             "%s: no key for device %r (run `edgesynth keys new %s --keyring %s`, or `edgesynth "
+                             "keys fleet` to derive every device's key)" % (self.path, device_id, device_id, self.path))
         return key
 
 
