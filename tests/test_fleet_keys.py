@@ -1,0 +1,264 @@
+"""Fleet keys: HKDF-SHA256 device keys derived from a fleet master, key files
+exported for flashing, and a revocation list honoured by ingest and the gateway."""
+import json
+import os
+import signal
+import stat
+
+import pytest
+from click.testing import CliRunner
+
+import edgesynth as es
+from edgesynth import agent
+from edgesynth.cli import main
+from edgesynth.errors import InputError
+from edgesynth.fleet.keys import DEVICE_INFO, hkdf, hkdf_expand, hkdf_extract, load, new_fleet_key, new_key
+
+MASTER = bytes(range(32))
+
+
+def run(*args, input=None):
+    r = CliRunner().invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def write_ring(path, doc):
+    with open(path, "w") as fh:
+        json.dump(doc, fh)
+    os.chmod(path, 0o600)
+
+
+def fleet_ring(path, **extra):
+    """A format 2 keyring with the fixed MASTER (so derived keys are known)."""
+    write_ring(path, {"format": 2, "keys": {}, "master": MASTER.hex(), **extra})
+    return str(path)
+
+
+@pytest.fixture
+def frame(make_config):
+    """frame(ring, dev, epoch) -> frame bytes tagged as the device tags them: with its raw key."""
+    cfg = make_config(d=1, r=4, k=16, w=4, j=1)
+
+    def make(ring, dev, epoch):
+        a = agent.Agent(cfg, seed=b"%s-%d" % (dev.encode(), epoch), device_id=dev, epoch=epoch, seq=epoch,
+                        key=load(ring).require(dev))
+        for i in range(10):
+            a.update((i / 10,))
+        return bytes(a.release())
+    return make
+
+
+@pytest.mark.parametrize("ikm, salt, info, length, prk, okm", [
+    # RFC 5869 appendix A, test cases 1-3 (SHA-256)
+    ("0b" * 22, "000102030405060708090a0b0c", "f0f1f2f3f4f5f6f7f8f9", 42,
+     "077709362c2e32df0ddc3f0dc47bba6390b6c73bb50f9c3122ec844ad7c2b3e5",
+     "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"),
+    ("".join("%02x" % i for i in range(0x00, 0x50)), "".join("%02x" % i for i in range(0x60, 0xb0)),
+     "".join("%02x" % i for i in range(0xb0, 0x100)), 82,
+     "06a6b88c5853361a06104c9ceb35b45cef760014904671014a193f40c15fc244",
+     "b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c59045a99cac7827271cb41c65e590e09"
+     "da3275600c2f09b8367793a9aca3db71cc30c58179ec3e87c14c01d5c1f3434f1d87"),
+    ("0b" * 22, "", "", 42,
+     "19ef24a32c717b167f33a91d6f648bdf96596776afdb6377ac434c1c293ccb04",
+     "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"),
+])
+def test_hkdf_matches_the_rfc_5869_test_vectors(ikm, salt, info, length, prk, okm):
+    ikm, salt, info = bytes.fromhex(ikm), bytes.fromhex(salt), bytes.fromhex(info)
+    assert hkdf_extract(salt, ikm).hex() == prk
+    assert hkdf_expand(bytes.fromhex(prk), info, length).hex() == okm
+    assert hkdf(ikm, info, length, salt).hex() == okm
+
+
+def test_derived_keys_follow_the_documented_formula_stable_and_device_specific(tmp_path):
+    ring = fleet_ring(tmp_path / "k.json")
+    keys = {d: load(ring).key_for(d) for d in ("gw-1", "gw-2", "a:b.c_d-9")}
+    for dev, key in keys.items():
+        assert key == hkdf(MASTER, DEVICE_INFO + dev.encode(), 32)   # docs/trust.md's formula, no salt
+        assert load(ring).key_for(dev) == key                        # stable across loads
+    assert len(set(keys.values())) == 3
+    assert load(ring).key_for("a/b") is None and load(ring).key_for("") is None   # not device ids
+    other = fleet_ring(tmp_path / "other.json", master="ff" * 32)
+    assert load(other).key_for("gw-1") != keys["gw-1"]
+    # a new random master: 32 bytes, never printed, and refused twice without --force
+    new = tmp_path / "new.json"
+    code, out, err = run("keys", "fleet", "--keyring", new)
+    master = json.loads(new.read_text())["master"]
+    assert code == 0 and len(bytes.fromhex(master)) == 32 and master not in out + err
+    assert stat.S_IMODE(os.stat(new).st_mode) == 0o600
+    code, out, err = run("keys", "fleet", "--keyring", new)
+    assert code == 2 and "already has a fleet master" in err and json.loads(new.read_text())["master"] == master
+    code, out, err = run("keys", "fleet", "--keyring", new, "--force")
+    assert code == 0 and "every derived device key changed" in err
+    assert json.loads(new.read_text())["master"] != master
+
+
+def test_explicit_keys_win_and_format_1_keyrings_keep_working(tmp_path):
+    ring = tmp_path / "k.json"
+    write_ring(ring, {"format": 1, "keys": {"old-1": "11" * 32}})       # a keyring of an earlier edgesynth
+    assert load(ring).key_for("old-1") == b"\x11" * 32 and load(ring).key_for("new-1") is None
+    new_key(str(ring), "old-2")
+    assert json.loads(ring.read_text())["format"] == 1                  # no fleet fields: stays readable by old code
+    new_fleet_key(str(ring))
+    doc = json.loads(ring.read_text())
+    assert doc["format"] == 2 and set(doc["keys"]) == {"old-1", "old-2"}
+    r = load(ring)
+    assert r.key_for("old-1") == b"\x11" * 32                          # explicit wins over derived
+    assert r.key_for("new-1") == hkdf(bytes.fromhex(doc["master"]), DEVICE_INFO + b"new-1", 32)
+    # a device with a derived key gets an explicit one only with --force
+    code, out, err = run("keys", "new", "new-1", "--keyring", ring)
+    assert code == 2 and "derived from the fleet master" in err
+    assert run("keys", "new", "new-1", "--keyring", ring, "--force")[0] == 0
+    explicit = bytes.fromhex(json.loads(ring.read_text())["keys"]["new-1"])
+    assert load(ring).key_for("new-1") == explicit != r.key_for("new-1")
+    code, out, err = run("keys", "list", "--keyring", ring)
+    assert out.split() == ["new-1", "old-1", "old-2"] and "fleet master present" in err
+    assert doc["master"] not in out + err
+
+
+def test_keyring_with_a_master_is_the_same_size_for_any_fleet(tmp_path):
+    ring = tmp_path / "k.json"
+    new_fleet_key(str(ring))
+    size = os.path.getsize(ring)
+    assert size < 200
+    for n in (10, 1000):
+        ids = ["dev-%d" % i for i in range(n)]
+        assert es.export_keys(str(ring), ids, str(tmp_path / ("out%d" % n))) == n
+        assert os.path.getsize(ring) == size and len({load(ring).key_for(d) for d in ids}) == n
+
+
+def test_derived_key_frames_ingest_and_a_revoked_device_is_refused_by_name(tmp_path, frame):
+    ring = fleet_ring(tmp_path / "k.json")
+    new_key(ring, "explicit-1", force=True)
+    db = str(tmp_path / "s.db")
+    first = tmp_path / "first.bin"
+    first.write_bytes(b"".join(frame(ring, d, 1) for d in ("d1", "d2", "explicit-1")))
+    assert es.ingest([str(first)], db, ring).counts["stored"] == 3
+    code, out, err = run("keys", "revoke", "d2", "--keyring", ring)
+    assert code == 0 and "1 device(s) revoked" in out
+    assert load(ring).key_for("d2") is None and load(ring).revoked() == ["d2"]
+    second = tmp_path / "second.bin"
+    second.write_bytes(b"".join(frame(tmp_path / "k.json", d, 2) for d in ("d1", "explicit-1"))
+                       + _tagged_before_revocation(frame, tmp_path, "d2", 2))
+    reports = []
+    outcome = es.ingest([str(second)], db, ring, on_frame=reports.append)
+    assert [r.result for r in reports] == ["stored", "stored", "rejected"]
+    assert "device 'd2' is revoked" in reports[2].reason
+    assert outcome.counts["stored"] == 2 and not outcome.ok
+    # frames stored before the revocation stay; assemble --device selects
+    with es.connect_store(db) as st:
+        assert sorted((r.device, r.epoch) for r in st.releases()) == [
+            ("d1", 1), ("d1", 2), ("d2", 1), ("explicit-1", 1), ("explicit-1", 2)]
+    code, out, err = run("ingest", second, "--store", db, "--keyring", ring)
+    assert code == 2 and "revoked" in err
+    code, out, err = run("assemble", second, "--keyring", ring)
+    assert code == 2 and "device 'd2' is revoked" in err
+    assert run("keys", "unrevoke", "d2", "--keyring", ring)[0] == 0
+    assert load(ring).revoked() == [] and load(ring).key_for("d2") == hkdf(MASTER, DEVICE_INFO + b"d2", 32)
+    reports.clear()
+    es.ingest([str(second)], db, ring, on_frame=reports.append)
+    assert [r.result for r in reports] == ["duplicate", "duplicate", "stored"]
+
+
+def _tagged_before_revocation(frame, tmp_path, dev, epoch):
+    """A frame of ``dev`` tagged with its derived key (the device still holds it after a revocation)."""
+    spare = fleet_ring(tmp_path / "spare.json")
+    return frame(spare, dev, epoch)
+
+
+def test_simulate_and_credentials_use_derived_keys(tmp_path, make_config):
+    from edgesynth.agent.main_loop import _identity
+    ring = fleet_ring(tmp_path / "k.json")
+    cred = tmp_path / "d.cred"
+    code, out, err = run("keys", "credentials", "gw-7", "--keyring", ring, "-o", cred)
+    assert code == 0, err
+    assert _identity({"credentials": str(cred)}) == ("gw-7", hkdf(MASTER, DEVICE_INFO + b"gw-7", 32))
+    assert stat.S_IMODE(os.stat(cred).st_mode) == 0o600
+    es.revoke_keys(ring, ["gw-8"])
+    code, out, err = run("keys", "credentials", "gw-8", "--keyring", ring, "-o", tmp_path / "x.cred")
+    assert code == 2 and "'gw-8' is revoked" in err and not (tmp_path / "x.cred").exists()
+
+
+def test_export_writes_32_raw_bytes_0600_exclusively(tmp_path):
+    ring = fleet_ring(tmp_path / "k.json")
+    out = tmp_path / "keys"
+    code, _, err = run("keys", "export", "a1", "--from", "-", "--keyring", ring, "-o", out,
+                       input="b2\n\n  c3  \nb2\n")
+    assert code == 0 and "wrote 3 key file(s)" in _, err
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o700
+    assert sorted(os.listdir(out)) == ["a1.key", "b2.key", "c3.key"]
+    for dev in ("a1", "b2", "c3"):
+        p = out / (dev + ".key")
+        assert p.read_bytes() == load(ring).key_for(dev) and len(p.read_bytes()) == 32
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+    # an existing file or a planted symlink is refused, and nothing else is written
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    (out / "d4.key").symlink_to(victim)
+    for ids in (["a1", "z9"], ["d4", "z9"]):
+        code, _, err = run("keys", "export", *ids, "--keyring", ring, "-o", out)
+        assert code == 2 and "exist already" in err and "--force" in err, err
+        assert not (out / "z9.key").exists()
+    code, _, err = run("keys", "export", "d4", "--keyring", ring, "-o", out, "--force")
+    assert code == 0, err
+    assert victim.read_bytes() == b"precious" and not (out / "d4.key").is_symlink()
+    assert (out / "d4.key").read_bytes() == load(ring).key_for("d4")
+    assert not [n for n in os.listdir(out) if n.endswith("~")]
+    # bad ids, revoked ids, ids without a key: refused before any file
+    es.revoke_keys(ring, ["r5"])
+    write_ring(tmp_path / "plain.json", {"format": 1, "keys": {}})
+    for args, why in ((["ok-1", "r5"], "'r5' is revoked"), (["ok-1", "a/b"], "may hold only"),
+                      (["ok-1", "--keyring", tmp_path / "plain.json"], "no key for device 'ok-1'")):
+        args = args if "--keyring" in args else [*args, "--keyring", ring]
+        code, _, err = run("keys", "export", *args, "-o", tmp_path / "fresh")
+        assert code == 2 and why in err and len(err.splitlines()) == 1, (why, err)
+        assert not (tmp_path / "fresh").exists() or os.listdir(tmp_path / "fresh") == []
+    code, _, err = run("keys", "export", "--from", "-", "--keyring", ring, "-o", tmp_path / "fresh",
+                       input="ok-1\n" + "x" * 200 + "\n")
+    assert code == 2 and "line 2" in err
+
+
+@pytest.mark.parametrize("doc, why", [
+    ({"format": 2, "keys": {}, "master": "zz" * 32}, "fleet master is not hex"),
+    ({"format": 2, "keys": {}, "master": "ab" * 16}, "fleet master is not 32 bytes"),
+    ({"format": 2, "keys": {}, "master": None}, "fleet master is not hex"),
+    ({"format": 2, "keys": {}, "revoked": "d1"}, "'revoked' must be a list of device ids"),
+    ({"format": 2, "keys": {}, "revoked": [1, 2]}, "'revoked' must be a list of device ids"),
+    ({"format": 2, "keys": {}, "revoked": ["a\nb"]}, "bad device id in the keyring"),
+    ({"format": 2, "keys": {}, "revoked": ["d1", "d1"]}, "listed twice in 'revoked'"),
+    ({"format": 1, "keys": {}, "master": "ab" * 32}, "a format 1 keyring cannot hold 'master'"),
+    ({"format": 3, "keys": {}}, "not an edgesynth keyring"),
+    ({"format": True, "keys": {}}, "not an edgesynth keyring"),
+])
+def test_hostile_keyring_fleet_fields_are_clear_input_errors(tmp_path, doc, why):
+    ring = tmp_path / "k.json"
+    write_ring(ring, doc)
+    with pytest.raises(InputError, match=why):
+        load(ring)
+    code, out, err = run("keys", "list", "--keyring", ring)
+    assert code == 2 and why.split("'")[0] in err and len(err.splitlines()) == 1
+
+
+def test_running_gateway_refuses_a_device_revoked_meanwhile(tmp_path, frame):
+    """A final "rejected" receipt naming the revocation (not "retry": the device must not resend it forever)."""
+    from tests.mqtt_broker import Broker
+    from tests.test_mqtt import Gateway, _raw_publish
+    ring = fleet_ring(tmp_path / "k.json")
+    (tmp_path / "broker").mkdir()
+    broker = Broker(tmp_path / "broker")
+    gw = None
+    try:
+        gw = Gateway(broker.url, tmp_path / "gw.db", ring)
+        gw.wait_subscribed()
+        assert _raw_publish(broker.url, "edgesynth/d1/frames/1", frame(ring, "d1", 1), "d1")["result"] == "stored"
+        d2 = frame(ring, "d2", 1)
+        es.revoke_keys(ring, ["d2"])
+        r = _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")
+        assert r["result"] == "rejected" and "device 'd2' is revoked" in r["reason"], r
+        es.unrevoke_keys(ring, ["d2"])
+        assert _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")["result"] == "stored"
+        assert gw.finish(signal.SIGTERM) == 0
+    finally:
+        if gw is not None and gw.proc.poll() is None:
+            gw.proc.kill()
+            gw.proc.wait(10)
+        broker.stop()
