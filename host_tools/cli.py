@@ -867,25 +867,39 @@ def keys_unrevoke(devices, from_file, keyring):
 
 # ------------------------------------------------------------ ingest, store
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("files", nargs=-1, type=click.Path(allow_dash=True))
 @click.option("--store", "store_path", required=True,
               help="SQLite path or postgresql://URL; created if missing (an existing file or database must "
                    "hold a store).")
 @click.option("--keyring", required=True, type=click.Path(dir_okay=False),
               help="Keyring: each frame must verify under the key of its envelope's device.")
+@click.option("--files-from", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Text file ('-': stdin) listing more FILES, one per line, read line by line after FILES.")
+@click.option("-r", "--recursive", is_flag=True,
+              help="A directory in FILES also gives the files of its subdirectories; '**' in a pattern spans "
+                   "directories.")
+@click.option("-j", "--jobs", default=None, type=click.IntRange(1, 1024),
+              help="Processes that verify frames (1: in this process).  [default: the number of CPUs]")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per frame on stdout: file, frame, device, epoch, seq, result, reason.")
-def ingest(files, store_path, keyring, as_json):
+def ingest(files, store_path, keyring, files_from, recursive, jobs, as_json):
     """Verify frames (FILES; '-': stdin) and append them durably to the store, in any order.
 
-    Prints "ack FILE frame I DEVICE EPOCH SEQ stored|duplicate" after each
-    frame's commit (FILE and DEVICE %-escaped, so one frame is one line), and
+    FILES are frame files, directories (their files, sorted; hidden ones
+    left out) or quoted glob patterns ('spool/*.bin', expanded here, so any
+    number of files). Frames are committed in batches (one fsync per up to
+    256 frames). Prints "ack FILE frame I DEVICE EPOCH SEQ stored|duplicate"
+    after the commit of the frame's batch, in input order (FILE and DEVICE
+    %-escaped, so one frame is one line), and
     one stderr line "FILE: frame I: reason" per frame not stored: bad tag or
     bytes, or a conflict (another frame of a stored device and epoch, kept
     aside in the store). Exit 0 iff every frame was stored or was a
     duplicate, else 2.
     """
-    return _finish(es.ingest(files, store_path, keyring, on_frame=_frame_printer(as_json)))
+    if not files and files_from is None:
+        raise click.UsageError("give FILES, --files-from or both")
+    return _finish(es.ingest(files, store_path, keyring, on_frame=_frame_printer(as_json), jobs=jobs,
+                             recursive=recursive, files_from=files_from))
 
 
 def _frame_printer(as_json):

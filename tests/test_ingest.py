@@ -115,9 +115,11 @@ def test_full_disk_stops_with_what_is_stored_and_loses_nothing(env, monkeypatch,
             st.db = FullOnCommit(st.db, ok=7)
     with monkeypatch.context() as m:
         _limit_store(m, limit)
+        m.setattr("edgesynth.fleet.ingest.BATCH_FRAMES", 2)   # several commits before the disk fills
         code, out, err = run("ingest", f, "--store", db, "--keyring", ring)
     first = acks(out)
     assert code == 2 and 0 < len(first) < 40 and "internal error" not in err, err
+    assert len(first) % 2 == 0                                   # whole batches acknowledged, no part of one
     (line,) = [l for l in err.splitlines() if l.startswith("error:")]
     assert "frame %d: not stored" % len(first) in line and "database or disk is full" in line
     assert "none was lost" in line and "%d stored" % len(first) in line and "run the same command again" in line

@@ -1,10 +1,14 @@
 """`edgesynth ingest`: verify frame files and append them to the store.
 
-For each file, frame by frame: the envelope is split by hand, the tag checked
-under the key of the envelope's device (edgesynth.fleet.keys) before any parsing,
-the payload decoded with limits and checked (edgesynth.frames), then the frame
-is stored in its own transaction (edgesynth.fleet.store). Only after the commit is
-the frame reported, one Report per frame, which the CLI prints as text:
+The files are the paths given, directories, glob patterns or lists of paths
+(edgesynth.fleet.framefiles). For each file, frame by frame: the envelope is
+split by hand, the tag checked under the key of the envelope's device before
+any parsing, the payload decoded with limits (edgesynth.fleet.verify; in
+worker processes with ``jobs`` > 1), then the frames are stored by group
+commit: up to BATCH_FRAMES frames or BATCH_BYTES bytes in one transaction
+(Store.put_many: one commit, one fsync). Only after its batch's commit is a
+frame reported, one Report per frame in input order, which the CLI prints as
+text:
 
     ack FILE frame I DEVICE EPOCH SEQ stored|duplicate      (stdout)
     FILE: frame I: conflict: ... | reason                   (stderr)
@@ -13,22 +17,34 @@ or, with ``--json``, as one JSON object per frame on stdout. In text, FILE and
 DEVICE are escaped (``shown``) so that no name can end a line or split a
 field: one frame gives exactly one line. When a frame's envelope cannot be
 split the rest of the file has no frame boundaries, and the remainder of the
-file is rejected with that frame's report.
+file is rejected with that frame's report. A batch never waits long: it is
+committed when full, after BATCH_SECONDS, at the end of the input, and before
+a read that may wait for a writer (stdin, a FIFO).
 
 If the store cannot be written (disk full, I/O error), the run stops with an
-IngestStopped error saying what is stored and how to continue.
+IngestStopped error saying what is stored and how to continue: no frame of
+the failed batch is stored or reported as stored.
 """
+import contextlib
 import json
 import os
+import stat
+import time
 import urllib.parse
+from concurrent.futures.process import BrokenProcessPool
 
 from edgesynth.errors import EdgesynthError, FrameError, IngestStopped, InputError, StoreWriteError
 from edgesynth.filekind import check as check_kind
+from edgesynth.fleet.framefiles import expand
 from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, schema_1_frames
-from edgesynth.frames import parse_frame, read_into, split_envelope
+from edgesynth.fleet.verify import FLUSH, Verified, verified
+from edgesynth.frames import read_into, split_envelope
 from edgesynth.stdio import is_stdio, open_input
 
-MAX_FILE = 1 << 30  # bytes per frame file
+MAX_FILE = 1 << 30        # bytes per frame file
+BATCH_FRAMES = 256        # frames (and refusals) per transaction: past ~64 the fsync is no longer what costs
+BATCH_BYTES = 16 << 20    # bytes of frames per transaction, so memory stays bounded for any frame size
+BATCH_SECONDS = 0.5       # s: the longest a verified frame waits for its commit while input keeps coming
 REJECTED = "rejected"
 
 
@@ -114,54 +130,127 @@ def _read(path):
     return data, None
 
 
-def _stopped(store, path, index, outcome, error):
+def _stopped(store, where, outcome, error, fix):
     try:
         held = "; the store holds %d frame(s)" % store.count()
     except EdgesynthError:
         held = ""
     return IngestStopped(
-        "%s: frame %d: not stored: %s. Ingest stopped here; every frame acknowledged above is stored and "
-        "none was lost (this run: %s%s). Fix the cause (free space) and run the same command again: "
-        "frames already stored come back as duplicates"
-        % (shown(path), index, error, outcome.summary(), held))
+        "%s: %s. Ingest stopped here; every frame acknowledged above is stored and none was lost (this run: "
+        "%s%s). %s and run the same command again: frames already stored come back as duplicates"
+        % (where, error, outcome.summary(), held, fix))
 
 
-def ingest_file(store, path, key_for, outcome, report):
-    """Ingest every frame of one file, calling ``report(Report)`` per frame."""
-    done = outcome.tally(report)
+def _may_block(path):
+    """True for stdin, a FIFO or a device: reading it may wait for a writer."""
+    try:
+        return is_stdio(path) or not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # _read says why
+
+
+def _entries(paths, recursive):
+    """The entries (edgesynth.fleet.verify.verified) of the frame files of ``paths``."""
+    stdin_read = False
+    for path, reason in expand(paths, recursive):
+        if reason:
+            yield path, 0, None, reason
+            continue
+        if is_stdio(path):
+            if stdin_read:
+                yield path, 0, None, "'-' (stdin) again: stdin can be read once"
+                continue
+            stdin_read = True
+        if _may_block(path):
+            yield FLUSH  # commit and acknowledge what is verified before waiting
+        yield from _file_entries(path)
+
+
+def _file_entries(path):
+    """(path, index, frame bytes, None) per frame of one file, or (path, index,
+    None, reason) for the file or the rest of it when it cannot be split."""
     data, err = _read(path)
     if err:
-        done(Report(path, 0, REJECTED, reason=err))
+        yield path, 0, None, err
         return
     pos, i = 0, 0
-    while pos < len(data):
-        try:
-            stop = split_envelope(data, pos)[4]
-        except FrameError as e:
-            reason = "%s (rest of the file skipped)" % e
-            if i == 0:
-                try:
-                    check_kind(path, "frames", data)  # a generator, config...: say which
-                except InputError as wrong:
-                    reason = str(wrong)
-            done(Report(path, i, REJECTED, reason=reason))
+    with memoryview(data) as view:
+        while pos < len(data):
+            try:
+                stop = split_envelope(data, pos)[4]
+            except FrameError as e:
+                reason = "%s (rest of the file skipped)" % e
+                if i == 0:
+                    try:
+                        check_kind(path, "frames", data)  # a generator, config...: say which
+                    except InputError as wrong:
+                        reason = str(wrong)
+                yield path, i, None, reason
+                return
+            yield path, i, bytes(view[pos:stop]), None
+            pos, i = stop, i + 1
+
+
+class _Batches:
+    """Checked frames stored by group commit, reported in input order after
+    their batch's commit; a refusal with nothing pending is reported at once."""
+
+    def __init__(self, store, outcome, report):
+        self.store, self.outcome, self.done = store, outcome, outcome.tally(report)
+        self.items, self.rels, self.size, self.since = [], [], 0, 0.0
+
+    def add(self, path, index, result):
+        """One checked frame: a Verified, or the reason (str) it is refused."""
+        if isinstance(result, str) and not self.items:
+            self.done(Report(path, index, REJECTED, reason=result))
             return
-        ingest_frame(store, path, i, data, pos, key_for, outcome, done)
-        pos, i = stop, i + 1
+        self.items.append((path, index, result))
+        if isinstance(result, Verified):
+            if not self.rels:
+                self.since = time.monotonic()
+            self.rels.append(result)
+            self.size += len(result.raw)
+        if (len(self.items) >= BATCH_FRAMES or self.size >= BATCH_BYTES
+                or time.monotonic() - self.since >= BATCH_SECONDS):
+            self.flush()
+
+    def flush(self):
+        """Commit the pending frames in one transaction, then report them."""
+        items, rels = self.items, self.rels
+        self.items, self.rels, self.size = [], [], 0
+        results = iter(())
+        if rels:
+            try:
+                results = iter(self.store.put_many(rels))
+            except StoreWriteError as e:
+                for path, index, result in items:   # the refusals before the first frame, then stop
+                    if isinstance(result, Verified):
+                        raise _stopped(self.store, "%s: frame %d" % (shown(path), index), self.outcome,
+                                       "not stored: %s (nor any frame after it)" % e,
+                                       "Fix the cause (free space)")
+                    self.done(Report(path, index, REJECTED, reason=result))
+        for path, index, result in items:
+            if isinstance(result, Verified):
+                self.done(stored_report(path, index, result, next(results)))
+            else:
+                self.done(Report(path, index, REJECTED, reason=result))
 
 
-def ingest_frame(store, path, i, data, pos, key_for, outcome, done):
-    """Verify the frame at ``data[pos:]``, store it, and ``done(Report)``."""
-    try:
-        rel = parse_frame(data, pos, key_for=key_for, require_tag=True)[0]
-    except FrameError as e:
-        done(Report(path, i, REJECTED, reason=str(e)))
-        return
-    try:
-        result = store.put(rel)
-    except StoreWriteError as e:
-        raise _stopped(store, path, i, outcome, e)
-    done(stored_report(path, i, rel, result))
+def _run(store, entries, key_for, report, jobs, keyring_path):
+    outcome = Outcome()
+    batches = _Batches(store, outcome, report)
+    with contextlib.closing(verified(entries, key_for, jobs, keyring_path)) as checked:
+        try:
+            for item in checked:
+                if item is FLUSH:
+                    batches.flush()
+                else:
+                    batches.add(*item)
+        except BrokenProcessPool as e:
+            raise _stopped(store, "ingest", outcome, "a verification process ended abruptly (%s)" % e,
+                           "Fix the cause (memory?), or verify in this process with --jobs 1,")
+        batches.flush()
+    return outcome
 
 
 def stored_report(path, i, rel, result):
@@ -173,22 +262,19 @@ def stored_report(path, i, rel, result):
     return Report(path, i, result, rel, reason)
 
 
-def migrate(old_path, store, key_for, report):
+def migrate(old_path, store, key_for, report, jobs=1, keyring_path=None):
     """Copy every frame of the schema-1 store ``old_path`` into ``store``,
     verified again under ``key_for`` and stored by the (device, epoch) rules
     (so frames the old store refused as replays cannot be recovered, but none
     it held is lost). ``old_path`` is only read. Returns an Outcome."""
-    outcome = Outcome()
-    done = outcome.tally(report)
-    for i, raw in enumerate(schema_1_frames(old_path)):
-        ingest_frame(store, old_path, i, raw, 0, key_for, outcome, done)
-    return outcome
+    entries = ((old_path, i, raw, None) for i, raw in enumerate(schema_1_frames(old_path)))
+    return _run(store, entries, key_for, report, jobs, keyring_path)
 
 
-def ingest(store, paths, key_for, report):
-    """Ingest ``paths`` in order; returns an Outcome. Raises IngestStopped if
-    the store cannot be written."""
-    outcome = Outcome()
-    for path in paths:
-        ingest_file(store, path, key_for, outcome, report)
-    return outcome
+def ingest(store, paths, key_for, report, jobs=1, keyring_path=None, recursive=False):
+    """Ingest the frame files of ``paths`` (edgesynth.fleet.framefiles; an
+    iterable consumed lazily) in order, calling ``report(Report)`` per frame
+    after its commit; returns an Outcome. ``jobs`` > 1: frames are verified in
+    that many processes, which load the keyring at ``keyring_path``. Raises
+    IngestStopped if the store cannot be written or a worker dies."""
+    return _run(store, _entries(paths, recursive), key_for, report, jobs, keyring_path)

@@ -1,15 +1,21 @@
 """Frames into the durable store (``edgesynth ingest``, ``store migrate``;
-docs/trust.md): verify each frame under its device's key, store it in its own
-transaction, and only then report it."""
+docs/trust.md): verify each frame under its device's key, store it by group
+commit (a batch of frames per transaction), and report each frame only after
+its batch's commit."""
 import contextlib
+import itertools
 import os
 
+from edgesynth.errors import InputError
+from edgesynth.fleet.framefiles import listed
 from edgesynth.fleet.ingest import ingest as ingest_files
 from edgesynth.fleet.ingest import migrate as migrate_store
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.store import connect, require_schema_1
 from edgesynth.stdio import read_once
+
+MAX_JOBS = 1024  # verification processes
 
 
 @contextlib.contextmanager
@@ -31,27 +37,46 @@ def _into_store(store, keyring, run, on_frame):
         return run(st, key_for, on_frame or (lambda r: None))
 
 
-def ingest(files, store, keyring, on_frame=None):
-    """Verify the frames of ``files`` (paths, in order; "-": stdin) and append them
-    durably to ``store`` (a path, created if no file exists there, or an
-    open es.Store), in any order and idempotently.
+def ingest(files, store, keyring, on_frame=None, *, jobs=1, recursive=False, files_from=None):
+    """Verify the frames of ``files`` and append them durably to ``store``
+    (a path, created if no file exists there, or an open es.Store), in any
+    order and idempotently.
 
+    files: a path or an iterable of paths (consumed lazily, so a generator
+        of 10^6 names is never a list), read in order. Each is a frame file,
+        "-" (stdin), a directory (its files sorted by name, hidden ones
+        left out; subdirectories too with ``recursive``) or, when no such
+        file exists, a glob pattern ("frames/*.bin", sorted). None or () with
+        ``files_from``.
     keyring: a path or es.load_keyring(...): each frame must verify under
         the key of its envelope's device.
     on_frame: optional callable given one Report per frame right after its
-        commit (``result`` "stored", "duplicate", "conflict" or "rejected",
-        ``reason``, ``device``, ``epoch``, ``seq``; ``text()`` and ``json()``
-        are the command's lines). Pass ``list.append`` to keep them.
+        batch's commit, in input order (``result`` "stored", "duplicate",
+        "conflict" or "rejected", ``reason``, ``device``, ``epoch``,
+        ``seq``; ``text()`` and ``json()`` are the command's lines). Pass
+        ``list.append`` to keep them.
+    jobs: processes that verify frames (1..1024; 1: in this process, None:
+        os.cpu_count()); this process reads the files and commits.
+    files_from: a text file ("-": stdin) listing more paths, one per line,
+        read line by line after ``files``.
 
     Returns the Outcome: ``ok`` (every frame stored or a duplicate),
     ``counts`` and ``summary()``. A frame that does not verify or conflicts
     with a stored one is reported, not raised; IngestStopped is raised when
-    the store cannot be written (every frame reported before is stored).
+    the store cannot be written (every frame reported before is stored; none
+    of the failed batch is).
     """
-    files = [os.fspath(f) for f in ([files] if isinstance(files, (str, os.PathLike)) else files)]
-    read_once(files)
-    return _into_store(store, keyring, lambda st, key_for, report: ingest_files(st, files, key_for, report),
-                       on_frame)
+    jobs = (os.cpu_count() or 1) if jobs is None else jobs
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+        raise InputError("jobs must be a whole number of processes from 1 to %d, not %r" % (MAX_JOBS, jobs))
+    paths = () if files is None else [files] if isinstance(files, (str, os.PathLike)) else files
+    if isinstance(paths, (list, tuple)):
+        read_once(list(paths) + ([] if files_from is None else [files_from]))
+    if files_from is not None:
+        paths = itertools.chain(paths, listed(files_from))
+    ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
+    return _into_store(store, ring, lambda st, key_for, report: ingest_files(
+        st, paths, key_for, report, jobs=jobs, keyring_path=ring.path, recursive=recursive), on_frame)
 
 
 def migrate(old, store, keyring, on_frame=None):
