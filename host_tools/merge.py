@@ -5,42 +5,200 @@ its own device and epoch, so every event is in exactly one frame and the merged
 state keeps the per-event epsilon (parallel composition); the noise variances
 add and are recorded. Two *different* frames claiming the same (device, epoch)
 would count one window twice with independent noise, so they are refused.
+
+The merge is a running fold (Merge, Merges): a release is added and can be
+dropped, so memory holds one merged state per mechanism kind (a profile keeps
+its sketches: each is unfolded on its own) and the sorted device ids, whatever
+the number of frames. Partial merges of disjoint frames combine (``absorb``,
+the Dask tree reduction) into the same bytes as one fold over all frames.
 """
+import numpy as np
 
 from edgesynth.errors import MergeError
 
+FOLD_BLOCK = 4096  # copies added per numpy call in repeated_sum: 32 KiB per variance entry
 
-def unique_releases(releases):
-    """Drop byte-identical resends; refuse conflicting frames for one window."""
-    seen, by_window, out = set(), {}, []
+
+def repeated_sum(v, n):
+    """``v + v + ... + v`` (``n`` >= 1 copies of a float64 array) added left
+    to right, the order in which n single-frame merges add them; ``n * v``
+    may differ in the last bit. Memory bounded by FOLD_BLOCK copies."""
+    acc = np.array(v, dtype=np.float64)
+    left = n - 1
+    while left:
+        k = min(left, FOLD_BLOCK)
+        block = np.empty((k + 1,) + acc.shape)
+        block[0] = acc
+        block[1:] = v
+        acc = np.add.accumulate(block, axis=0)[-1]  # accumulate adds strictly in order (no pairwise sum)
+        left -= k
+    return acc
+
+
+class Merge:
+    """The running merge of the ``kind`` states of releases of one configuration.
+
+    ``state``: the summed state (kinds whose State has ``accumulate``), or for
+    a profile ``states``, its sketches in arrival order. ``config``: their
+    configuration id (computed once per release). A fault (several states of
+    the kind in one release, another configuration) is kept in ``error`` and
+    raised only if this kind is the one assembled (``result``).
+    """
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.sums = None     # whether the states add up (State.accumulate), known from the first
+        self.state, self.states, self.config, self.error = None, [], None, None
+        self.count = 0       # releases that carried a state of this kind
+        self._owned = False  # state's arrays are ours to add into (the first one is the caller's)
+
+    def add(self, states):
+        """Fold in one release's states of this kind (a list: one expected)."""
+        if self.error is not None:
+            return
+        if len(states) != 1:
+            self._fail("a release holds several %s states; assemble cannot tell them apart" % self.kind)
+            return
+        s = states[0]
+        config = s.config_id()
+        if self.config is None:
+            self.config = config
+        elif config != self.config:
+            self._fail("%s states of different public configurations cannot be combined (%s vs %s)"
+                       % (self.kind, self.config, config))
+            return
+        self.count += 1
+        self._fold(s)
+
+    def _fold(self, s):
+        if self.sums is None:
+            self.sums = hasattr(s, "accumulate")
+        if not self.sums:
+            self.states.append(s)
+        elif self.state is None:
+            self.state = s
+        else:
+            if not self._owned:
+                self.state, self._owned = self.state.copy(), True
+            self.state.accumulate(s)
+
+    def _fail(self, message):
+        self.error = MergeError(message)
+        self.state, self.states = None, []
+
+    def absorb(self, other):
+        """Add the merge of other, disjoint releases (those after ours)."""
+        if self.error is None and other.error is not None:
+            self._fail(str(other.error))
+        if self.error is not None or other.count == 0:
+            return
+        if self.config is not None and other.config != self.config:
+            self._fail("%s states of different public configurations cannot be combined (%s vs %s)"
+                       % (self.kind, self.config, other.config))
+            return
+        self.config = other.config
+        self.count += other.count
+        if other.sums:
+            self._fold(other.state)
+        else:
+            self.sums = False
+            self.states.extend(other.states)
+
+    def result(self):
+        """The summed state (or a profile's list of sketches); MergeError if a fault was seen."""
+        if self.error is not None:
+            raise self.error
+        return self.state if self.sums else self.states
+
+
+class Merges:
+    """The running merge of every mechanism kind in a stream of releases.
+
+    ``unique``: drop byte-identical resends and refuse two different frames
+    for one (device, epoch) (frame files); a store already guarantees both,
+    so its stream needs no per-frame memory. Records what a generator's
+    metadata states: the first release's ``eps`` and ``relation``, the
+    ``frames`` merged and the sorted ``devices``.
+    """
+
+    def __init__(self, unique=True):
+        self.by_kind = {}
+        self.frames = 0
+        self.eps = self.relation = None
+        self.devices = []        # sorted while releases come in device order (a store's)
+        self._sorted = True
+        self._seen, self._windows = (set(), {}) if unique else (None, None)
+
+    def add(self, rel):
+        """Fold in one verified Release."""
+        if self._seen is not None:
+            digest = rel.payload_digest
+            if digest in self._seen:
+                return
+            window = (rel.device, rel.epoch)
+            if window in self._windows:
+                raise MergeError("two different frames for device %r epoch %d (seq %d and %d); "
+                                 "a window may be released once" % (rel.device, rel.epoch,
+                                                                    self._windows[window], rel.seq))
+            self._seen.add(digest)
+            self._windows[window] = rel.seq
+        if self.frames == 0:
+            self.eps, self.relation = rel.eps, rel.relation
+        self.frames += 1
+        self._device(rel.device)
+        for kind in {m.kind for m in rel.mechs}:
+            if kind not in self.by_kind:
+                self.by_kind[kind] = Merge(kind)
+            self.by_kind[kind].add([m for m in rel.mechs if m.kind == kind])
+
+    def _device(self, device):
+        if self.devices and device <= self.devices[-1]:
+            if device == self.devices[-1]:
+                return
+            self._sorted = False
+        self.devices.append(device)
+
+    def absorb(self, other):
+        """Add the merge of other releases, disjoint from ours and after them
+        in store order (a partition of higher device ids)."""
+        if other.frames == 0:
+            return
+        if self.frames == 0:
+            self.eps, self.relation = other.eps, other.relation
+        self.frames += other.frames
+        for device in other.devices:
+            self._device(device)
+        self._sorted = self._sorted and other._sorted
+        for kind, m in other.by_kind.items():
+            if kind not in self.by_kind:
+                self.by_kind[kind] = Merge(kind)
+            self.by_kind[kind].absorb(m)
+
+    def kinds(self):
+        """Sorted mechanism kinds seen."""
+        return sorted(self.by_kind)
+
+    def sorted_devices(self):
+        return self.devices if self._sorted else sorted(set(self.devices))
+
+    def select(self, kind):
+        """The Merge of ``kind`` once every release carried it (MergeError otherwise)."""
+        m = self.by_kind.get(kind)
+        if m is None:
+            raise MergeError("no %s state in the given releases" % kind)
+        m.result()
+        if m.count != self.frames:
+            raise MergeError("%d of %d releases carry no %s state; assemble one mechanism's releases"
+                             % (self.frames - m.count, self.frames, kind))
+        return m
+
+
+def merge_releases(releases, kind):
+    """(Merges, the summed ``kind`` state or a profile's sketch list) of ``releases``, de-duplicated."""
+    merges = Merges()
     for rel in releases:
-        if rel.payload_digest in seen:
-            continue
-        seen.add(rel.payload_digest)
-        window = (rel.device, rel.epoch)
-        if window in by_window:
-            raise MergeError("two different frames for device %r epoch %d (seq %d and %d); "
-                             "a window may be released once" % (rel.device, rel.epoch,
-                                                                by_window[window], rel.seq))
-        by_window[window] = rel.seq
-        out.append(rel)
-    return out
-
-
-def merge_states(releases, kind):
-    """Sum the ``kind`` states of all releases; returns (state, releases used)."""
-    releases = unique_releases(releases)
-    states = [m for rel in releases for m in rel.mechs if m.kind == kind]
-    if not states:
-        raise MergeError("no %s state in the given releases" % kind)
-    if len(states) != len(releases):
-        raise MergeError("a release holds several %s states; assemble cannot tell them apart" % kind)
-    merged = states[0]
-    for s in states[1:]:
-        merged = merged.merged_with(s)
-    return merged, releases
-
-
+        merges.add(rel)
+    return merges, merges.select(kind).result()
 
 
 def refuse_force_sum(force_sum, kind):

@@ -11,9 +11,9 @@ from edgesynth.data.writers import write_table
 from edgesynth.describe import describe
 from edgesynth.errors import FrameError, InputError
 from edgesynth.filekind import check as check_kind
+from edgesynth.fleet.assembly import assemble_store
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
-from edgesynth.fleet.store import Store, connect
 from edgesynth.frames import Release, iter_frames
 from edgesynth.frames import read_frames as read_frame_file
 from edgesynth.mechanisms import REGISTRY, load_generator
@@ -188,7 +188,7 @@ class Generator:
 
 
 def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, config_id=None, mechanism=None,
-             force_sum=False):
+             force_sum=False, workers=None, cluster=None):
     """Verify release frames, merge those of one configuration and build a Generator.
 
     frames: frame bytes (one or several frames back to back), Release
@@ -196,7 +196,12 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
         ``key``/``keyring``).
     store: instead of frames, an ingest store (a path or es.Store), whose
         frames were verified when stored; ``devices`` (list of ids) and
-        ``config_id`` select among them.
+        ``config_id`` select among them. Its frames are streamed: memory
+        does not grow with their number.
+    workers: with ``store``, merge on a local Dask cluster of this many
+        processes (1..1024); cluster: or on the running dask.distributed
+        scheduler at this address ("tcp://host:port"), whose workers open
+        the store themselves. Needs edgesynth[cluster]; same result.
     mechanism: which mechanism's states to assemble when frames carry
         several ("privhp", "cdf", "profile"; default: the only one present).
     force_sum: profile only, sum sketches of the same ids anyway (the error
@@ -212,17 +217,11 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
     given = frames is not None and not (isinstance(frames, (list, tuple)) and not frames)
     if given == (store is not None):
         raise InputError("give frame files or --store, not both and not neither")
-    if (devices or config_id) and store is None:
-        raise InputError("--device and --config-hash select frames of a --store")
+    if (devices or config_id or workers is not None or cluster is not None) and store is None:
+        raise InputError("--device, --config-hash, --workers and --cluster apply to a --store")
     if store is not None:
-        if isinstance(store, Store):
-            rels = store.releases(devices=list(devices) if devices else None, config_id=config_id)
-        else:
-            with connect(os.fspath(store)) as st:
-                rels = st.releases(devices=list(devices) if devices else None, config_id=config_id)
-    else:
-        rels = read_frames(frames, key=key, keyring=keyring)
-    return Generator(assemble_any(rels, mechanism, force_sum))
+        return Generator(assemble_store(store, devices, config_id, mechanism, force_sum, workers, cluster))
+    return Generator(assemble_any(read_frames(frames, key=key, keyring=keyring), mechanism, force_sum))
 
 
 def load(path):

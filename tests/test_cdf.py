@@ -273,16 +273,16 @@ def test_beta_star():
 
 # ------------------------------------------------------------ merge and CLI
 def test_merge_adds_variances_and_refuses_other_configs():
-    from edgesynth.merge import merge_states
+    from edgesynth.merge import merge_releases
     cfg = cdf_cfg(256, (16, 16))
     rels = [next(iter_frames(simulate(cfg, np.ones((5, 1)), ["x0"], seed=b"s%015d" % i, device_id="d%d" % i)))
             for i in range(2)]
-    merged, _ = merge_states(rels, "cdf")
+    _, merged = merge_releases(rels, "cdf")
     assert np.allclose(merged.var, 2 * rels[0].mechs[0].var)
     other = cdf_cfg(256, (16, 16), hi=(999,))
     rel = next(iter_frames(simulate(other, np.ones((5, 1)), ["x0"], seed=b"s" * 16, device_id="d9")))
     with pytest.raises(MergeError):
-        merge_states(rels + [rel], "cdf")
+        merge_releases(rels + [rel], "cdf")
 
 
 def run(*args):

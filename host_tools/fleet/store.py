@@ -295,6 +295,68 @@ class Store:
         """Sorted (device, epoch, seq, payload digest) of the frames kept aside."""
         return self._read("SELECT device, epoch, seq, digest FROM conflicts ORDER BY 1, 2, 3, 4")
 
+    def _select(self, columns, devices=None, config_id=None, device_range=None):
+        """SQL and arguments selecting ``columns`` of the stored frames (never
+        the conflicts) of ``devices`` (ids), ``config_id`` and ``device_range``
+        ((lo, hi): lo <= device < hi, None unbounded)."""
+        where, args = [], []
+        if devices:
+            where.append("device IN (%s)" % ",".join("?" * len(devices)))
+            args.extend(devices)
+        if config_id:
+            where.append("config_id = ?")
+            args.append(config_id)
+        lo, hi = device_range or (None, None)
+        if lo is not None:
+            where.append("device >= ?")
+            args.append(lo)
+        if hi is not None:
+            where.append("device < ?")
+            args.append(hi)
+        return "SELECT %s FROM frames%s" % (columns, " WHERE " + " AND ".join(where) if where else ""), args
+
+    def frames(self, devices=None, config_id=None, device_range=None):
+        """Iterator of the exact bytes of the stored frames (never the
+        conflicts) in (device, epoch) order, optionally filtered (see
+        _select), streamed from the database one row at a time: memory does
+        not grow with the number of frames. A reading snapshot: frames stored
+        meanwhile are not seen."""
+        sql, args = self._select("raw", devices, config_id, device_range)
+        try:
+            for (raw,) in self.db.execute(sql + " ORDER BY device, epoch", args):
+                yield raw
+        except sqlite3.Error as e:
+            raise StoreError("%s: cannot read the store (%s)" % (self.path, e))
+
+    def config_ids(self, devices=None, device_range=None):
+        """Sorted distinct configuration ids of the selected stored frames."""
+        sql, args = self._select("DISTINCT config_id", devices, None, device_range)
+        return [r[0] for r in self._read(sql + " ORDER BY 1", args)]
+
+    def device_ranges(self, parts, config_id=None):
+        """Up to ``parts`` (>= 1) consecutive device ranges (lo, hi) covering
+        every device (the first lo and the last hi None, unbounded), with
+        about equal numbers of stored frames of ``config_id`` (None: all).
+        Every frame of a device falls in one range. One pass over the device
+        column (the primary key's index alone when no other configuration is
+        stored)."""
+        if config_id and self.config_ids() == [config_id]:
+            config_id = None
+        sql, args = self._select("device", None, config_id)
+        total = self._read("SELECT COUNT(*) FROM (%s)" % sql, args)[0][0]
+        marks = {total * i // parts for i in range(1, parts)}
+        cuts, first = [], None
+        try:
+            for n, (device,) in enumerate(self.db.execute(sql + " ORDER BY device, epoch", args)):
+                if first is None:
+                    first = device
+                if n in marks and device > (cuts[-1] if cuts else first):
+                    cuts.append(device)
+        except sqlite3.Error as e:
+            raise StoreError("%s: cannot read the store (%s)" % (self.path, e))
+        bounds = [None] + cuts + [None]
+        return list(zip(bounds[:-1], bounds[1:]))
+
     def releases(self, devices=None, config_id=None):
         """Decoded Releases of the stored frames (never the conflicts), optionally filtered.
 
@@ -302,22 +364,21 @@ class Store:
         same limits) because the database file is only as trusted as its disk.
         Several configurations without a ``config_id`` filter is an error that
         lists them, since frames of different configurations do not merge.
+        A list: for a few frames (assembly streams frames() instead).
         """
-        sql, args = "SELECT device, epoch, seq, config_id, raw FROM frames", []
-        where = []
-        if devices:
-            where.append("device IN (%s)" % ",".join("?" * len(devices)))
-            args.extend(devices)
+        config_id = self.single_config(devices, config_id)
+        return [parse_frame(raw)[0] for raw in self.frames(devices, config_id)]
+
+    def single_config(self, devices=None, config_id=None, device_range=None):
+        """The one configuration id of the selected frames (``config_id`` if
+        given and any frame has it); InputError when none match or several
+        configurations do."""
+        ids = self.config_ids(devices, device_range)
         if config_id:
-            where.append("config_id = ?")
-            args.append(config_id)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        rows = self._read(sql + " ORDER BY device, epoch", args)
-        if not rows:
+            ids = [i for i in ids if i == config_id]
+        if not ids:
             raise InputError("%s: no stored frames match" % self.path)
-        ids = sorted({r[3] for r in rows})
         if len(ids) > 1:
             raise InputError("%s: the selected frames have %d configurations (%s); choose one with "
                              "--config-hash" % (self.path, len(ids), ", ".join(ids)))
-        return [parse_frame(bytes(r[4]))[0] for r in rows]
+        return ids[0]

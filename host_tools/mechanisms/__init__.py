@@ -10,12 +10,14 @@ in the C core (agent/c/es_<name>.c):
 - its own host algorithms (privhp: growth; cdf: estimate; profile: invert).
 
 Each package's ``__init__`` exposes ``KIND``, ``State``, ``Generator``,
-``assemble`` and ``ingest``. Adding a mechanism is a package here, one in
+``assemble`` (from releases), ``build`` (from a running merge, edgesynth.merge)
+and ``ingest``. Adding a mechanism is a package here, one in
 agent/ (named in agent.wire.MECHANISMS) and one line in REGISTRY.
 """
 from edgesynth.agent.wire import MECHANISMS
 from edgesynth.errors import InputError, MergeError
 from edgesynth.genfile import unpack
+from edgesynth.merge import Merges
 
 from . import cdf, privhp, profile
 
@@ -35,16 +37,23 @@ def load_generator(data, source="generator"):
     raise InputError("%s is not an edgesynth generator (assemble writes one)" % source)
 
 
-def kinds_in(releases):
-    """Sorted mechanism kinds carried by ``releases``."""
-    return sorted({m.kind for rel in releases for m in rel.mechs})
-
-
-def assemble(releases, mechanism=None, force_sum=False):
+def assemble(releases, mechanism=None, force_sum=False, unique=True):
     """The generator of ``mechanism`` (default: the only kind present) from
-    verified ``releases``; ``force_sum`` is the profile's --force-sum. The
-    frames state which channels are integer."""
-    kinds = kinds_in(releases)
+    verified ``releases`` (any iterable, folded in one at a time: memory
+    does not grow with their number); ``force_sum`` is the profile's
+    --force-sum; ``unique`` de-duplicates resends and refuses two frames for
+    one window (a store's frames need neither). The frames state which
+    channels are integer."""
+    merges = Merges(unique)
+    for rel in releases:
+        merges.add(rel)
+    return build(merges, mechanism, force_sum)
+
+
+def build(merges, mechanism=None, force_sum=False):
+    """The generator of ``mechanism`` (default: the only kind present) from
+    the running merge ``merges`` (edgesynth.merge.Merges)."""
+    kinds = merges.kinds()
     if mechanism is None:
         if len(kinds) != 1:
             raise MergeError("the releases carry several mechanisms (%s); choose one with --mechanism"
@@ -52,4 +61,4 @@ def assemble(releases, mechanism=None, force_sum=False):
         mechanism = kinds[0]
     if mechanism not in kinds:
         raise MergeError("no %s state in the given releases (they carry %s)" % (mechanism, ", ".join(kinds)))
-    return REGISTRY[mechanism].assemble(releases, force_sum=force_sum)
+    return REGISTRY[mechanism].build(merges, merges.select(mechanism).result(), force_sum=force_sum)

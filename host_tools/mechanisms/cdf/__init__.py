@@ -6,10 +6,11 @@ and samples per channel (generator).
 """
 from . import generator, plan, vector, wire
 
-__all__ = ["KIND", "State", "Generator", "assemble", "ingest", "generator", "plan", "vector", "wire"]
+__all__ = ["KIND", "State", "Generator", "assemble", "build", "ingest", "generator", "plan", "vector", "wire"]
 
 KIND = "cdf"
 State = wire.CDFState
 Generator = generator.CDFGenerator
 assemble = generator.assemble_cdf
+build = generator.build
 ingest = vector.ingest

@@ -16,7 +16,7 @@ from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
 from edgesynth.mechanisms.cdf.estimate import cdf_from_leaves, cdf_what, gls_leaves, gls_need, quantiles
 from edgesynth.mechanisms.integers import cell_integers, check_flags, draw
-from edgesynth.merge import merge_states, refuse_force_sum
+from edgesynth.merge import merge_releases, refuse_force_sum
 from edgesynth.ram import require_host_memory
 
 FORMAT = 1
@@ -104,8 +104,13 @@ def assemble_cdf(releases, force_sum=False):
     """CDF generator for the merged CDF state of ``releases`` (``force_sum``:
     profile only); its integer channels are those the frames state
     (integer bounds)."""
+    return build(*merge_releases(releases, "cdf"), force_sum=force_sum)
+
+
+def build(merges, state, force_sum=False):
+    """CDF generator for the summed CDF ``state`` of the frames ``merges``
+    (edgesynth.merge.Merges) folded in."""
     refuse_force_sum(force_sum, "cdf")
-    state, used = merge_states(releases, "cdf")
     require_host_memory(gls_need(state.K, state.branching, state.d),
                         "assembling " + cdf_what(state.K, state.branching, state.d))
     F, totals = [], []
@@ -116,12 +121,12 @@ def assemble_cdf(releases, force_sum=False):
         totals.append(total)
     meta = {
         "mechanism": "cdf",
-        "epsilon": str(Fraction(used[0].eps[0], used[0].eps[1])),
+        "epsilon": str(Fraction(merges.eps[0], merges.eps[1])),
         "mechanism_epsilon": str(Fraction(*state.budget)),
-        "relation": used[0].relation,
+        "relation": merges.relation,
         "privacy_unit": "one reading (event-level)",
-        "devices": sorted({r.device for r in used}),
-        "frames": len(used),
+        "devices": merges.sorted_devices(),
+        "frames": merges.frames,
         "config_id": state.config_id(),
         "branching": state.branching,
         "noise_sd_per_level": np.sqrt(state.var).tolist(),

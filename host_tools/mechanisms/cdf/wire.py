@@ -7,9 +7,10 @@ import numpy as np
 
 from edgesynth.agent.cdf.build import MAX_BINS, MAX_COUNTERS, MAX_INT_SPAN, MAX_LEAVES, MAX_LEVELS
 from edgesynth.agent.spec import MAX_CHANNELS, MAX_Q
-from edgesynth.errors import MergeError, SchemaError
+from edgesynth.errors import SchemaError
 from edgesynth.mechanisms.cdf.estimate import stored_widths
 from edgesynth.mechanisms.integers import frame_bounds
+from edgesynth.merge import repeated_sum
 from edgesynth.noise import check_scale, dlap_variance
 
 KEYS = ("bins", "branching", "budget", "hi", "kind", "lo", "names", "nodes", "q", "sigma")
@@ -74,34 +75,51 @@ class CDFState:
         flat = np.frombuffer(b, dtype="<i4").astype(np.float64).reshape(d, per)
         cuts = np.cumsum([0] + s.widths)
         s.levels = [[flat[c, cuts[i]:cuts[i + 1]] for i in range(len(br))] for c in range(d)]
-        s.var = np.array([dlap_variance(d * factor * q, p) for p in s.sigma])
+        s.var = s._variance(1)
         s.frames = 1
         return s
 
+    def _variance(self, frames):
+        """Noise variance of each level's nodes over ``frames`` merged
+        frames, summed one frame at a time."""
+        var = np.array([dlap_variance(self.d * self.factor * self.q, p) for p in self.sigma])
+        return repeated_sum(var, frames) if frames > 1 else var
+
     def config_id(self):
         """Hex digest of every public parameter but the integer flags (see
-        merged_with); equal ids can be merged."""
+        accumulate); equal ids can be merged."""
         h = hashlib.sha256()
         for part in ("cdf", self.names, self.lo.tolist(), self.hi.tolist(), self.K, self.branching,
                      self.q, self.sigma, self.factor):
             h.update(repr(part).encode())
         return h.hexdigest()[:16]
 
-    def merged_with(self, other):
-        """Node counts of two states over disjoint data, summed (parallel
-        composition: each reading is in one frame); the variances add."""
-        if other.config_id() != self.config_id():
-            raise MergeError("cdf releases have different public configurations (%s vs %s)"
-                             % (self.config_id(), other.config_id()))
+    def copy(self):
+        """A state whose counts can be added into without touching this one's."""
         out = CDFState()
         out.__dict__.update(self.__dict__)
-        out.levels = [[a + b for a, b in zip(la, lb)] for la, lb in zip(self.levels, other.levels)]
-        out.var = self.var + other.var
-        out.frames = self.frames + other.frames
+        out.levels = [[a.copy() for a in la] for la in self.levels]
+        out.var = self.var.copy()
+        out.integer = list(self.integer)
+        return out
+
+    def accumulate(self, other):
+        """Add the node counts of ``other`` (a state of the same config_id,
+        over disjoint data: parallel composition, each reading is in one
+        frame) into this one, in place. The variances are those of the
+        merged frames summed one at a time, as a fold over single frames adds
+        them, so partial merges (Dask) combine to the same bytes."""
+        for la, lb in zip(self.levels, other.levels):
+            for a, b in zip(la, lb):
+                a += b
+        if other.frames == 1:
+            self.var += other.var
+        else:
+            self.var = self._variance(self.frames + other.frames)
+        self.frames += other.frames
         # the same config bins alike whichever way a frame writes its bounds:
         # a channel stays integer when every frame says so (older agents' say real)
-        out.integer = [a and b for a, b in zip(self.integer, other.integer)]
-        return out
+        self.integer = [a and b for a, b in zip(self.integer, other.integer)]
 
     def describe(self):
         """JSON-ready summary for `edgesynth inspect`."""

@@ -6,10 +6,11 @@ private sketch per deeper level; the host grows the tree from merged states
 """
 from . import generator, plan, vector, wire
 
-__all__ = ["KIND", "State", "Generator", "assemble", "ingest", "generator", "plan", "vector", "wire"]
+__all__ = ["KIND", "State", "Generator", "assemble", "build", "ingest", "generator", "plan", "vector", "wire"]
 
 KIND = "privhp"
 State = wire.PrivHPState
 Generator = generator.Generator
 assemble = generator.assemble_privhp
+build = generator.build
 ingest = vector.ingest

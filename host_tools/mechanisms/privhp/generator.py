@@ -25,7 +25,7 @@ from edgesynth.mechanisms.privhp.growth import (
     privhp_host_need,
 )
 from edgesynth.mechanisms.privhp.wire import MAX_CHANNELS
-from edgesynth.merge import merge_states, refuse_force_sum
+from edgesynth.merge import merge_releases, refuse_force_sum
 from edgesynth.ram import require_host_memory
 
 FORMAT = 1
@@ -151,21 +151,26 @@ def assemble_privhp(releases, force_sum=False):
     """Generator for the merged PrivHP state of ``releases`` (``force_sum``:
     profile only); its integer channels are those the frames state
     (integer bounds)."""
+    return build(*merge_releases(releases, "privhp"), force_sum=force_sum)
+
+
+def build(merges, state, force_sum=False):
+    """Generator for the summed PrivHP ``state`` of the frames ``merges``
+    (edgesynth.merge.Merges) folded in."""
     refuse_force_sum(force_sum, "privhp")
-    state, used = merge_states(releases, "privhp")
     require_host_memory(privhp_host_need(state.L, state.r, state.k, state.j, state.d),
                         "assembling a PrivHP state with r = %d, k = %d (%d leaves) over %d channel(s)"
                         % (state.r, state.k, leaf_count(state.L, state.r, state.k), state.d))
-    eps = Fraction(used[0].eps[0], used[0].eps[1])
+    eps = Fraction(merges.eps[0], merges.eps[1])
     mech_eps = Fraction(state.budget[0], state.budget[1])
     meta = {
         "mechanism": "privhp",
         "epsilon": str(eps),
         "mechanism_epsilon": str(mech_eps),
-        "relation": used[0].relation,
+        "relation": merges.relation,
         "privacy_unit": "one reading (event-level)",
-        "devices": sorted({r.device for r in used}),
-        "frames": len(used),
+        "devices": merges.sorted_devices(),
+        "frames": merges.frames,
         "config_id": state.config_id(),
         "params": {"r": state.r, "k": state.k, "L": state.L, "w": state.w, "j": state.j,
                    "sketch": state.sketch},

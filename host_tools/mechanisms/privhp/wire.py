@@ -8,8 +8,9 @@ from edgesynth.agent.hashing import MAX_WIDTH
 from edgesynth.agent.hashing import P as HASH_P
 from edgesynth.agent.privhp.build import MAX_COUNTERS, MAX_DEPTH, MAX_INT_SPAN
 from edgesynth.agent.spec import MAX_Q
-from edgesynth.errors import MergeError, SchemaError
+from edgesynth.errors import SchemaError
 from edgesynth.mechanisms.integers import frame_bounds
+from edgesynth.merge import repeated_sum
 from edgesynth.noise import check_scale, dlap_variance
 
 KEYS = ("budget", "clamp", "clamp_p", "hash", "hash_p", "hi", "j", "k", "kind", "lo", "names",
@@ -95,16 +96,24 @@ class PrivHPState:
             raise SchemaError("privhp.clamp must be an integer")
         s.clamp = clamp
         s.factor = factor
-        t = s.q * factor
-        s.tree_var = np.array([dlap_variance(t, p) for p in s.sigma[:s.L + 1]])
-        s.sketch_var = np.array([dlap_variance(s.j * t, p) for p in s.sigma[s.L + 1:]])
-        s.clamp_var = dlap_variance(t, s.clamp_p) if s.clamp_p else 0.0
+        s.tree_var, s.sketch_var, s.clamp_var = s._variances(1)
         s.frames = 1
         return s
 
+    def _variances(self, frames):
+        """Per-counter noise variances of ``frames`` merged frames: (tree
+        levels, sketch levels, clamp counter), summed one frame at a time."""
+        t = self.q * self.factor
+        tree = np.array([dlap_variance(t, p) for p in self.sigma[:self.L + 1]])
+        sketch = np.array([dlap_variance(self.j * t, p) for p in self.sigma[self.L + 1:]])
+        clamp = np.float64(dlap_variance(t, self.clamp_p) if self.clamp_p else 0.0)
+        if frames > 1:
+            tree, sketch, clamp = repeated_sum(tree, frames), repeated_sum(sketch, frames), repeated_sum(clamp, frames)
+        return tree, sketch, float(clamp)
+
     def config_id(self):
         """Hex digest of every public parameter but the integer flags (see
-        merged_with); equal ids can be merged."""
+        accumulate); equal ids can be merged."""
         h = hashlib.sha256()
         for part in (self.names, self.lo.tolist(), self.hi.tolist(), self.r, self.k, self.w, self.j,
                      self.sketch, self.q, self.sigma, self.clamp_p, self.factor):
@@ -112,25 +121,36 @@ class PrivHPState:
         h.update(self.hash.astype("<i8").tobytes())
         return h.hexdigest()[:16]
 
-    def merged_with(self, other):
-        """Counters of two states over disjoint data, summed (parallel composition)."""
-        if other.config_id() != self.config_id():
-            raise MergeError("releases have different public configurations (%s vs %s)"
-                             % (self.config_id(), other.config_id()))
+    def copy(self):
+        """A state whose counters can be added into without touching this one's."""
         out = PrivHPState()
         out.__dict__.update(self.__dict__)
-        out.tree = self.tree + other.tree
-        out.sketches = self.sketches + other.sketches
-        out.clamp = None if self.clamp is None else self.clamp + other.clamp
-        out.tree_var = self.tree_var + other.tree_var
-        out.sketch_var = self.sketch_var + other.sketch_var
-        out.clamp_var = self.clamp_var + other.clamp_var
-        out.frames = self.frames + other.frames
-        # the same config bins alike whichever way a frame writes its bounds:
-        # a channel stays integer when every frame says so (older agents' say real)
-        out.integer = [a and b for a, b in zip(self.integer, other.integer)]
+        out.tree, out.sketches = self.tree.copy(), self.sketches.copy()
+        out.tree_var, out.sketch_var = self.tree_var.copy(), self.sketch_var.copy()
+        out.integer = list(self.integer)
         return out
 
+    def accumulate(self, other):
+        """Add the counters of ``other`` (a state of the same config_id, over
+        disjoint data: parallel composition) into this one, in place.
+
+        The variances are those of the merged frames summed one at a time,
+        as a fold over single frames adds them: exactly, so partial merges
+        (Dask) combine to the same bytes as one fold."""
+        self.tree += other.tree
+        self.sketches += other.sketches
+        if self.clamp is not None:
+            self.clamp += other.clamp
+        if other.frames == 1:
+            self.tree_var += other.tree_var
+            self.sketch_var += other.sketch_var
+            self.clamp_var += other.clamp_var
+        else:
+            self.tree_var, self.sketch_var, self.clamp_var = self._variances(self.frames + other.frames)
+        self.frames += other.frames
+        # the same config bins alike whichever way a frame writes its bounds:
+        # a channel stays integer when every frame says so (older agents' say real)
+        self.integer = [a and b for a, b in zip(self.integer, other.integer)]
 
 def _block(m, name, dtype, count):
     b = m[name]

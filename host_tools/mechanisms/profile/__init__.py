@@ -6,10 +6,11 @@ ids were seen exactly t times (invert), and saves the result (generator).
 """
 from . import generator, plan, vector, wire
 
-__all__ = ["KIND", "State", "Generator", "assemble", "ingest", "generator", "plan", "vector", "wire"]
+__all__ = ["KIND", "State", "Generator", "assemble", "build", "ingest", "generator", "plan", "vector", "wire"]
 
 KIND = "profile"
 State = wire.ProfileState
 Generator = generator.ProfileResult
 assemble = generator.assemble_profile
+build = generator.build
 ingest = vector.ingest

@@ -29,7 +29,7 @@ from edgesynth.mechanisms.profile.invert import (
     thresholds,
     unfold,
 )
-from edgesynth.merge import unique_releases
+from edgesynth.merge import merge_releases
 from edgesynth.ram import require_host_memory
 
 FORMAT = 1
@@ -109,14 +109,13 @@ def _segments(states, force):
 
 def assemble_profile(releases, force_sum=False, p=DEFAULT_P, beta=DEFAULT_BETA, seed=0):
     """Invert the profile sketches of ``releases``; returns a ProfileResult."""
-    used = unique_releases(releases)
-    states = [m for rel in used for m in rel.mechs if m.kind == "profile"]
-    if not states:
-        raise MergeError("no profile state in the given releases")
-    if len({s.config_id() for s in states}) != 1:
-        raise MergeError("profile sketches with different cap, epsilon, relation or id sample cannot be combined")
-    if len(states) != len(used):
-        raise MergeError("a release holds several profile states; assemble cannot tell them apart")
+    return build(*merge_releases(releases, "profile"), force_sum=force_sum, p=p, beta=beta, seed=seed)
+
+
+def build(merges, states, force_sum=False, p=DEFAULT_P, beta=DEFAULT_BETA, seed=0):
+    """Invert the profile sketches ``states`` (one configuration, in the
+    order their frames came) of the frames ``merges`` (edgesynth.merge.Merges)
+    folded in; returns a ProfileResult."""
     segs, k = _segments(states, force_sum)
     s0 = states[0]
     d = sum(hi - lo for lo, hi, _ in segs)
@@ -132,12 +131,12 @@ def assemble_profile(releases, force_sum=False, p=DEFAULT_P, beta=DEFAULT_BETA, 
     th = thresholds(n)
     stats = {
         "mechanism": "profile",
-        "epsilon": str(Fraction(used[0].eps[0], used[0].eps[1])),
+        "epsilon": str(Fraction(merges.eps[0], merges.eps[1])),
         "mechanism_epsilon": str(Fraction(*s0.budget)),
-        "relation": used[0].relation,
+        "relation": merges.relation,
         "privacy_unit": "one reading (one occurrence of one id, event-level)",
-        "devices": sorted({r.device for r in used}),
-        "frames": len(used),
+        "devices": merges.sorted_devices(),
+        "frames": merges.frames,
         "domains": [[lo, hi] for lo, hi, _ in segs],
         "ids": d,
         "cap": s0.cap,

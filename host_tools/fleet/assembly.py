@@ -1,0 +1,118 @@
+"""Assembling the frames of an ingest store, streamed: on this process or on Dask.
+
+The store yields its frames one at a time in (device, epoch) order
+(Store.frames); each is decoded again (the database is only as trusted as its
+disk) and folded into a running merge (edgesynth.merge.Merges), then dropped:
+memory holds one merged state and the device ids, whatever the number of
+frames. The store already keeps one frame per (device, epoch) and never
+returns conflicts, so no per-frame de-duplication is needed.
+
+With ``workers`` (a local Dask cluster of that many processes) or ``cluster``
+(the address of a running dask.distributed scheduler) the store is cut into
+device ranges of about equal frame counts (Store.device_ranges); each Dask
+task opens the store itself from its path or URL, streams its range into a
+partial merge, and adjacent partial merges are combined pairwise (a tree
+reduction) in device order, which gives the bytes of the single-process fold
+(integer counters add exactly; noise variances are re-summed frame by frame,
+merge.repeated_sum). Dask moves the partial merges between processes with its
+own serialization (pickle, numpy buffers without copies): the workers run
+edgesynth's code, so they are as trusted as this process.
+"""
+import logging
+import os
+
+from edgesynth.errors import InputError
+from edgesynth.fleet.store import connect
+from edgesynth.frames import parse_frame
+from edgesynth.mechanisms import build
+from edgesynth.merge import Merges
+
+PARTS_PER_WORKER = 2  # device ranges per worker thread: a slow range does not hold the others idle
+CLUSTER_TIMEOUT_S = 30
+
+
+def merge_frames(store, devices=None, config_id=None, device_range=None):
+    """The running merge (Merges) of an open store's selected frames, streamed."""
+    merges = Merges(unique=False)
+    for raw in store.frames(devices, config_id, device_range):
+        merges.add(parse_frame(raw)[0])
+    return merges
+
+
+def assemble_store(store, devices=None, config_id=None, mechanism=None, force_sum=False, workers=None,
+                   cluster=None):
+    """The generator model (edgesynth.mechanisms) of the frames of ``store``
+    (an open store, or a path or URL that edgesynth.fleet.store.connect opens)
+    of ``devices`` (ids) and ``config_id``; the selected frames must have one
+    configuration. ``workers`` (1..1024) or ``cluster`` ("tcp://host:port"):
+    merge on Dask (module docstring); the result is the same."""
+    if workers is not None and cluster is not None:
+        raise InputError("give --workers (a local Dask cluster) or --cluster (a running one), not both")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or
+                                not 1 <= workers <= 1024):
+        raise InputError("workers must be an integer in [1, 1024], got %r" % (workers,))
+    devices = list(devices) if devices else None
+    own = not hasattr(store, "frames")
+    st = connect(os.fspath(store)) if own else store
+    try:
+        config_id = st.single_config(devices, config_id)
+        if workers is None and cluster is None:
+            merges = merge_frames(st, devices, config_id)
+        else:
+            merges = _dask_merge(st, devices, config_id, workers, cluster)
+    finally:
+        if own:
+            st.close()
+    return build(merges, mechanism, force_sum)
+
+
+def _target(st):
+    """What a Dask task opens: the store's URL, or its path made absolute
+    (a local cluster's processes share this host's files)."""
+    target = st.path
+    return target if "://" in target else os.path.abspath(target)
+
+
+def _merge_part(target, devices, config_id, device_range):
+    """A Dask task: open the store and merge one device range of it."""
+    with connect(target) as st:
+        return merge_frames(st, devices, config_id, device_range)
+
+
+def _combine(left, right):
+    """A Dask task: the merge of two adjacent ranges (``left``'s devices first)."""
+    left.absorb(right)
+    return left
+
+
+def _dask_merge(st, devices, config_id, workers, cluster):
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("--workers and --cluster run the merge on Dask, which is not installed: "
+                         "pip install 'edgesynth[cluster]'")
+    local = None
+    try:
+        if cluster is None:
+            local = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                 dashboard_address=None, silence_logs=logging.ERROR)
+            client = Client(local)
+        else:
+            client = Client(cluster, timeout=CLUSTER_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError) as e:
+        if local is not None:
+            local.close()
+        raise InputError("cannot reach the Dask scheduler %s (%s)" % (cluster or "", e))
+    try:
+        threads = max(1, sum(client.nthreads().values()))
+        ranges = st.device_ranges(PARTS_PER_WORKER * threads, config_id)
+        target = _target(st)
+        parts = [client.submit(_merge_part, target, devices, config_id, r, pure=False) for r in ranges]
+        while len(parts) > 1:  # pairwise, adjacent: device order is kept
+            paired = [client.submit(_combine, a, b, pure=False) for a, b in zip(parts[::2], parts[1::2])]
+            parts = paired + parts[len(paired) * 2:]
+        return parts[0].result()
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
