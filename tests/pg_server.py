@@ -74,6 +74,8 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, **self.user)
         self.url = "postgresql://%s:%s@127.0.0.1:%d/postgres" % (USER, PASSWORD, self.port)
         self._wait()
+        with self.admin() as db:
+            self.version = db.execute("SHOW server_version").fetchone()[0]
 
     def _wait(self):
         import psycopg
@@ -89,10 +91,14 @@ class Server:
                     raise
                 time.sleep(0.1)
 
+    def admin(self):
+        """An autocommit psycopg connection to the ``postgres`` database (a context manager)."""
+        import psycopg
+        return psycopg.connect(self.url, autocommit=True)
+
     def database(self, name):
         """Create an empty database ``name``; its URL (with the password)."""
-        import psycopg
-        with psycopg.connect(self.url, autocommit=True) as db:
+        with self.admin() as db:
             db.execute('CREATE DATABASE "%s"' % name)
         return self.url.rsplit("/", 1)[0] + "/" + name
 

@@ -14,7 +14,9 @@ committed meanwhile is seen: the unique index makes our insert wait for that
 writer's transaction to end). Two writers racing on one (device, epoch) with
 other bytes thus give one stored frame and one conflict, never an error. A
 batch takes its rows in (device, epoch) order, so every writer locks index
-entries in the same order and two batches cannot deadlock.
+entries in the same order and two batches cannot deadlock. A batch's inserts
+are pipelined (psycopg's executemany): one round trip, still one statement
+per frame, in order.
 
 Durability: a batch is one transaction with ``synchronous_commit=on``; its
 results are returned only after COMMIT returned, i.e. after the server has
@@ -34,8 +36,7 @@ import itertools
 import urllib.parse
 
 from edgesynth.errors import InputError, StoreError, StoreWriteError
-from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, config_id_of
-from edgesynth.frames import parse_frame
+from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, Store, config_id_of
 
 SCHEMES = ("postgresql", "postgres")
 MARK = "edgesynth_store"                       # the marker table's name
@@ -216,28 +217,34 @@ class PgStore:
         # (device, epoch) order for the locks (see the module docstring); the
         # sort is stable, so repeats of one window keep their given order
         order = sorted(range(len(rels)), key=lambda i: (rels[i].device, rels[i].epoch))
-        results = [None] * len(rels)
+        rows = {i: (rels[i].device, rels[i].epoch, rels[i].seq, rels[i].payload_digest, config_id_of(rels[i]),
+                    rels[i].raw) for i in order}
+        results = [STORED] * len(rels)
         try:
             with self.db.transaction(), self.db.cursor() as cur:
+                # one round trip for the batch (executemany pipelines), each
+                # insert still its own statement, in order
+                cur.executemany(_INSERT % "frames" + " RETURNING true", [rows[i] for i in order], returning=True)
+                taken = []
                 for i in order:
-                    results[i] = self._put(cur, rels[i])
+                    if cur.fetchone() is None:
+                        taken.append(i)
+                    cur.nextset()
+                if taken:  # the digest each of these windows is stored with (by us or a committed writer)
+                    have = {(d, e): h for d, e, h in cur.execute(
+                        "SELECT device, epoch, digest FROM frames WHERE (device, epoch) IN "
+                        "(SELECT * FROM unnest(%s::text[], %s::bigint[]))",
+                        ([rows[i][0] for i in taken], [rows[i][1] for i in taken]))}
+                    clash = [i for i in taken if have[rows[i][:2]] != rows[i][3]]
+                    for i in taken:
+                        results[i] = DUPLICATE
+                    for i in clash:
+                        results[i] = CONFLICT
+                    if clash:
+                        cur.executemany(_INSERT % "conflicts", [rows[i] for i in clash])
         except self._pg.Error as e:
             raise StoreWriteError("%s: cannot write the store (%s)" % (self.path, self._say(e)))
         return results
-
-    def _put(self, cur, rel):
-        """One frame's rule, inside the open transaction."""
-        digest = rel.payload_digest
-        row = (rel.device, rel.epoch, rel.seq, digest, config_id_of(rel), rel.raw)
-        cur.execute(_INSERT % "frames", row)
-        if cur.rowcount == 1:
-            return STORED
-        have = cur.execute("SELECT digest FROM frames WHERE device=%s AND epoch=%s",
-                           (rel.device, rel.epoch)).fetchone()[0]
-        if have == digest:
-            return DUPLICATE
-        cur.execute(_INSERT % "conflicts", row)
-        return CONFLICT
 
     def count(self):
         """Number of stored frames (conflicts not included)."""
@@ -298,17 +305,9 @@ class PgStore:
         cuts = sorted({d for (d,) in firsts[1:]} - {firsts[0][0]}) if firsts else []
         return list(zip([None] + cuts, cuts + [None]))
 
-    def releases(self, devices=None, config_id=None):
-        """Decoded Releases of the stored frames (never the conflicts), as
-        Store.releases: InputError when none match or when they have several
-        configurations and no ``config_id`` chooses one."""
-        ids = [c for c in self.config_ids(devices=devices) if not config_id or c == config_id]
-        if not ids:
-            raise InputError("%s: no stored frames match" % self.path)
-        if len(ids) > 1:
-            raise InputError("%s: the selected frames have %d configurations (%s); choose one with "
-                             "--config-hash" % (self.path, len(ids), ", ".join(ids)))
-        return [parse_frame(raw)[0] for raw in self.frames(devices=devices, config_id=ids[0])]
+    # built on config_ids() and frames(): the same code for both backends
+    single_config = Store.single_config
+    releases = Store.releases
 
 
 def _where(devices, config_id, device_range):
