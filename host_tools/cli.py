@@ -508,19 +508,28 @@ def firmware_build(cpu, config_path, header, as_json):
               help="Which mechanism's states to assemble (default: the only one present).")
 @click.option("--force-sum", is_flag=True,
               help="profile: sum sketches of the same ids anyway (error grows as kappa**k).")
+@click.option("--workers", type=click.IntRange(1, 1024), default=None,
+              help="With --store: merge on a local Dask cluster of N worker processes (needs edgesynth[cluster]).")
+@click.option("--cluster", default=None, metavar="tcp://HOST:PORT",
+              help="With --store: merge on the running Dask scheduler at this address; its workers open the "
+                   "store themselves (needs edgesynth[cluster]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the generator summary as JSON.")
-def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, mechanism, force_sum, as_json):
+def assemble(releases, output, key_hex, keyring, store_path, devices, config_hash, mechanism, force_sum, workers,
+             cluster, as_json):
     """Verify release frames, merge those of one configuration, and build a generator.
 
     Frames come from files (RELEASES) or from an ingest store (--store), whose
     frames were verified when they were stored; '-' among RELEASES reads
     frames from stdin. Channels planned with `plan --integer` give whole
-    numbers: the frames say which they are.
+    numbers: the frames say which they are. A store's frames are streamed
+    (memory does not grow with their number), merged here or on Dask
+    (--workers, --cluster) with the same result.
     """
     if is_stdio(output):
         check_binary_stdout("a generator")
     gen = es.assemble(list(releases) or None, key=key_hex or None, keyring=keyring, store=store_path,
-                      devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum)
+                      devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum,
+                      workers=workers, cluster=cluster)
     if output:
         gen.save(output)
     summary = gen.summary()
@@ -541,8 +550,10 @@ def _assemble_line(summary, output):
     if summary.get("mechanism") == "profile":
         return "profile of %d ids from %d frame(s): distinct ~ %.1f, never seen %.3f, epsilon %s%s" % (
             summary["ids"], summary["frames"], summary["distinct"], summary["never_seen"], summary["epsilon"], tail)
+    devices = summary["devices"]  # a fleet's ids would fill the screen: count them instead
     return "generator from %d frame(s) of %s: %d leaves, depth %d..%d, epsilon %s per reading%s" % (
-        summary["frames"], ", ".join(summary["devices"]), summary["leaves"], summary["depth_min"],
+        summary["frames"], ", ".join(devices) if len(devices) <= 8 else "%d devices" % len(devices),
+        summary["leaves"], summary["depth_min"],
         summary["depth_max"], summary["epsilon"], tail)
 
 

@@ -94,8 +94,9 @@ def _dask_merge(st, devices, config_id, workers, cluster):
     local = None
     try:
         if cluster is None:
+            # the scheduler's HTTP server on a free local port: a fixed one collides with any other cluster
             local = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                 dashboard_address=None, silence_logs=logging.ERROR)
+                                 dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
             client = Client(local)
         else:
             client = Client(cluster, timeout=CLUSTER_TIMEOUT_S)
