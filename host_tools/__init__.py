@@ -43,6 +43,7 @@ _LAZY = {
     "read": ("edgesynth.data.files", "read"),
     "simulate": ("edgesynth.simulation", "simulate"),
     "simulate_windows": ("edgesynth.simulation", "simulate_windows"),
+    "simulate_publish": ("edgesynth.simulation", "simulate_publish"),
     "window_schedule": ("edgesynth.simulation", "window_schedule"),
     "outside_fraction": ("edgesynth.simulation", "outside_fraction"),
     "parse_time": ("edgesynth.simulation", "parse_time"),
@@ -99,12 +100,19 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.manual import docs_path, docs_topics
     from edgesynth.pipeline import synthesize
     from edgesynth.planning import combine, plan
-    from edgesynth.simulation import outside_fraction, parse_time, simulate, simulate_windows, window_schedule
+    from edgesynth.simulation import (
+        outside_fraction,
+        parse_time,
+        simulate,
+        simulate_publish,
+        simulate_windows,
+        window_schedule,
+    )
     from edgesynth.synthesis import Generator, assemble, inspect, load, read_frames
 
 __all__ = [
     "plan", "combine", "load_config", "write_config",
-    "read", "simulate", "simulate_windows", "window_schedule", "outside_fraction", "parse_time",
+    "read", "simulate", "simulate_windows", "simulate_publish", "window_schedule", "outside_fraction", "parse_time",
     "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize", "report",
     "Keyring", "load_keyring", "new_key", "write_credentials", "new_fleet_key", "export_keys", "revoke_keys",
     "unrevoke_keys", "Store", "connect_store", "ingest", "migrate",

@@ -36,7 +36,7 @@ from edgesynth.fleet.keys import read_device_ids
 from edgesynth.manual import docs_dir, docs_title
 from edgesynth.outputs import write_bytes, write_text
 from edgesynth.pipeline import DEFAULT_N_MAX, HOST_RAM, fit, runtime
-from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES
+from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES, TRANSPORTS
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import RUNTIMES
 from edgesynth.simulation import MAX_U32
@@ -267,11 +267,15 @@ def _jsonable(o):
 @click.option("--device-runtime", default="micropython", show_default=True, type=click.Choice(DEVICE_RUNTIMES),
               help="What runs the agent on the device; sets the RAM charged beyond the counters against "
                    "--ram (every mechanism; edgesynth docs deployment).")
+@click.option("--transport", default=None, type=click.Choice(TRANSPORTS),
+              help="The device also publishes its frames (mqtt: agent/transport, micropython): the transport's "
+                   "measured heap and a buffer of the largest frame come off --ram before the counters are "
+                   "chosen; the config gets a device.mqtt block sizing its outbox (edgesynth docs transport).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Config file to write (JSON); '-' for stdout (the summary then goes to stderr).")
 def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, integer, n_max, sketch,
-         j, clamp_share, uniform_split, hash_seed, relation, device_runtime, as_json, output):
+         j, clamp_share, uniform_split, hash_seed, relation, device_runtime, transport, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
@@ -282,7 +286,7 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
                   integer=integer or None, bins=bins,
                   branching=branching or None, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max,
                   sketch=sketch, rows=j, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
-                  relation=relation, device_runtime=device_runtime)
+                  relation=relation, device_runtime=device_runtime, transport=transport)
     es.write_config(output, cfg)
     m, p = cfg["mechanisms"][0], cfg["plan"]
     if as_json:
@@ -293,7 +297,14 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
 
 
 def _plan_line(m, p, output):
-    """The line `plan` prints about the config it wrote."""
+    """The line `plan` prints about the config it wrote (and, with a
+    transport, a second line: its share of the peak)."""
+    t = p.get("transport")
+    if t:
+        return _plan_line(m, {k: v for k, v in p.items() if k != "transport"}, output) + (
+            "\n  of which the %s transport %d B: modules, client, %d-slot outbox, a publish, and a %d B buffer for "
+            "the largest frame (the agent had %d B)" % (t["kind"], t["heap_bytes"], t["max_frames"], t["max_frame"],
+                                                       t["agent_ram_bytes"]))
     if m["kind"] == "privhp":
         return ("wrote %s: privhp r=%d k=%d w=%d j=%d %s; counters %d B, expected peak %d B of %d B"
                 % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
@@ -386,8 +397,10 @@ def combine(configs, output):
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring from `keys new`: tag frames with the key of --device-id.")
 @click.option("--publish", "publish_url", default=None,
-              help="Also publish the frames to this broker (mqtt://HOST:PORT), in window order after the run, "
-                   "and wait for the gateway's receipts as `publish` does (30 s).")
+              help="Also publish the frames to this broker (mqtt://HOST:PORT) and wait for the gateway's receipts "
+                   "as `publish` does (30 s): with --runtime micropython the device publishes each frame itself as "
+                   "it is released (its own MQTT code, umqtt.simple fetched once from PyPI and cached); other "
+                   "runtimes publish from the host, in window order after the run.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Frame file to write; '-' for stdout, not a terminal (the summary then goes to stderr).")
 @_reading_options
@@ -435,8 +448,15 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     outside = es.outside_fraction(cfg, data, mapping)
     run = dict(runtime=runtime, columns=mapping, device_id=device_id, seq=seq, key=key_hex or None, keyring=keyring,
                heap=heap, cpu=cpu)
+    published = None
     with _Bar("agent (%s)" % runtime, total=len(data)) as bar:
-        if window is None:
+        if conn and runtime == "micropython":  # the device publishes each frame itself, as it is released
+            timed = dict(window=window, start=start, end=end, times=times) if window is not None else {}
+            published = es.simulate_publish(cfg, data, conn, seed or None, timeout=PUBLISH_TIMEOUT,
+                                            on_receipt=_receipt_printer, name=output, epoch=epoch,
+                                            progress=bar.advance, **timed, **run)
+            frames = [(f.epoch, f.raw) for f in published.frames]
+        elif window is None:
             frames = [(epoch, es.simulate(cfg, data, seed or None, epoch=epoch, progress=bar.advance, **run))]
         else:
             frames = es.simulate_windows(cfg, data, times, window, start, end, seed or None, progress=bar.advance,
@@ -452,6 +472,8 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
                                                           sum(len(f) for _, f in frames))
     click.echo("wrote %s: %d readings%s, %s%s" % (_shown(output), len(data), _skipped(table), size,
                                                  ", tagged" if key_hex or keyring else ""), err=is_stdio(output))
+    if published is not None:
+        return _published_status(published, PUBLISH_TIMEOUT)
     if conn:
         return _publish_and_wait([f for _, f in frames], conn, PUBLISH_TIMEOUT)
 
@@ -987,12 +1009,19 @@ def gateway(broker, cafile, cert, key_file, username, store_path, keyring, clien
 PUBLISH_TIMEOUT = 30.0  # s: simulate --publish waits this long for the receipts
 
 
+def _receipt_printer(f):
+    """Print one line per receipt (a publish.Sent), as it arrives."""
+    sys.stdout.write(f.text() + "\n")
+    sys.stdout.flush()
+
+
 def _publish_and_wait(frames, conn, timeout):
     """Publish ``frames`` (paths or bytes), print one line per receipt; exit status."""
-    def printed(f):
-        sys.stdout.write(f.text() + "\n")
-        sys.stdout.flush()
-    res = es.publish(frames, conn, timeout, on_receipt=printed)
+    return _published_status(es.publish(frames, conn, timeout, on_receipt=_receipt_printer), timeout)
+
+
+def _published_status(res, timeout):
+    """Name the frames without a receipt, print the summary; exit status."""
     for f in res.missing:
         click.echo("%s: no receipt within %g s (device %s epoch %d)" % (f.label, timeout, shown(f.device), f.epoch),
                    err=True)

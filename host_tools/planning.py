@@ -6,6 +6,7 @@ this module turns the command line's values, or Python ones, into its
 arguments, so the library and the command give the same config for the same
 inputs. Error messages name options as the command line spells them.
 """
+import json
 import operator
 import os
 from collections.abc import Mapping
@@ -24,10 +25,12 @@ from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.mechanisms.integers import positions
 from edgesynth.mechanisms.privhp.plan import plan_privhp
 from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
-from edgesynth.ram import parse_size
+from edgesynth.ram import TRANSPORT_SLOTS, frame_bound, parse_size, transport_heap
 from edgesynth.stdio import read_once
 
 DEVICE_RUNTIMES = ("micropython", "c")
+TRANSPORTS = ("mqtt",)
+BUDGET_STEP = 64  # bytes: precision of the agent's share of --ram beside a transport
 SKETCHES = ("cms", "cs")
 
 
@@ -125,7 +128,8 @@ def _domain(value):
 
 def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, integer=None, bins=None,
          branching=None, domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None,
-         clamp_share="1/50", uniform_split=False, hash_seed=None, relation="add-remove", device_runtime="micropython"):
+         clamp_share="1/50", uniform_split=False, hash_seed=None, relation="add-remove", device_runtime="micropython",
+         transport=None):
     """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
 
     bounds: the public range of each channel, never read off the data (privhp
@@ -163,6 +167,18 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
     relation: "add-remove" or "replace" (neighbouring streams; replace
         doubles the noise). device_runtime: "micropython" or "c", the RAM
         charged beyond the counters.
+    transport: None, or "mqtt": the device also publishes its frames
+        (agent/transport/mqtt.py, micropython only, needs ram). Its heap,
+        ram.transport_heap (the measured modules, client, 16-slot outbox,
+        Publisher and a publish's transient, plus a resend buffer of the
+        largest frame), comes off ``ram`` before the counters are chosen: the
+        config is the plan of the largest budget that leaves room for the
+        transport its frames need, ``plan["transport"]`` = {"kind",
+        "heap_bytes" (the charge, also in the expected peak), "max_frame",
+        "max_frames", "agent_ram_bytes" (that budget: the config equals
+        plan(ram=agent_ram_bytes) without transport)}; the config's "device":
+        {"mqtt": {...}} block sizes the device's Publisher and outbox (add
+        "host" before deploying; docs/transport.md).
 
     Raises InputError (with what is needed and what is given) when the plan
     cannot fit ``ram`` or an option is malformed.
@@ -172,6 +188,63 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
     _one_of(device_runtime, DEVICE_RUNTIMES, "--device-runtime")
     eps = parse_epsilon(epsilon)
     ram_bytes = parse_size(ram, "--ram") if ram is not None else None
+    args = dict(bounds=bounds, eps=eps, mechanism=mechanism, names=names, integer=integer, bins=bins,
+                branching=branching, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max, sketch=sketch,
+                rows=rows, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
+                relation=relation, device_runtime=device_runtime)
+    if transport is None:
+        return _plan(ram_bytes, **args)
+    _one_of(transport, TRANSPORTS, "--transport")
+    if device_runtime != "micropython":
+        raise InputError("--transport %s is the MicroPython device's (agent/transport); the C core has none"
+                         % transport)
+    if ram_bytes is None:
+        raise InputError("--transport %s needs --ram: its heap is charged against it" % transport)
+    return _with_transport(ram_bytes, transport, args)
+
+
+def _with_transport(ram_bytes, transport, args):
+    """The plan of the largest budget b (to BUDGET_STEP bytes) such that b
+    plus the transport's heap for that plan's frames (transport_heap with a
+    resend buffer of frame_bound) fits ``ram_bytes``. Frames grow with the
+    counters, which grow with the budget, so the fit is monotone in b: a
+    bisection finds it."""
+    frames = {}  # frame_bound by mechanisms: probes often plan the same shape
+
+    lo, hi = 0, ram_bytes - transport_heap(transport, 0) + 1  # the agent's budget is below hi
+    best, err = None, None
+    while hi - lo > BUDGET_STEP:
+        mid = (lo + hi) // 2
+        try:
+            cfg = _plan(mid, **args)
+        except InputError as e:  # too small a budget for any plan (or no plan at all: reported below)
+            lo, err = mid, e
+            continue
+        key = json.dumps(cfg["mechanisms"], sort_keys=True, default=str)
+        if key not in frames:
+            frames[key] = frame_bound(cfg)
+        if mid + transport_heap(transport, frames[key]) > ram_bytes:
+            hi = mid
+        else:
+            lo, best = mid, (cfg, frames[key])
+    if best is None:
+        raise InputError("with --transport %s the heap also holds the transport (at least %d bytes of --ram %d)%s"
+                         % (transport, transport_heap(transport, 0), ram_bytes, ": %s" % err if err else ""))
+    cfg, max_frame = best
+    charge = transport_heap(transport, max_frame)
+    p = cfg["plan"]
+    p["ram_bytes"] = ram_bytes
+    p["transport"] = {"kind": transport, "heap_bytes": charge, "max_frame": max_frame,
+                      "max_frames": TRANSPORT_SLOTS, "agent_ram_bytes": lo}
+    p["runtime_overhead_bytes"] += charge
+    p["expected_peak_bytes"] += charge
+    cfg["device"] = {transport: {"max_frame": max_frame, "max_frames": TRANSPORT_SLOTS,
+                                 "max_bytes": TRANSPORT_SLOTS * max_frame}}
+    return cfg
+
+
+def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching, domain, cap, sample_bits, n_max,
+          sketch, rows, clamp_share, uniform_split, hash_seed, relation, device_runtime):
     names = _names(names)
     bins = _int_in(bins, 2, MAX_BINS, "--bins")
     cap = _int_in(cap, 1, MAX_CAP, "--cap")

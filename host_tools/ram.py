@@ -12,6 +12,8 @@ import os
 import re
 from fractions import Fraction
 
+from edgesynth.agent import Agent
+from edgesynth.config import for_device
 from edgesynth.errors import InputError
 
 # The C core beyond the counters, for every mechanism: es_agent_t (208 B), the
@@ -37,7 +39,14 @@ RUNTIME_OVERHEAD = {
 }
 
 
-# MicroPython heap that grows with a state's shape, in 32-bit pool bytes:
+# The MQTT transport's heap on a 32-bit MicroPython port beyond the resend
+# buffer (agent/transport/mqtt.py: umqtt.simple, the transport modules, the
+# client, a 16-slot outbox and the Publisher, the largest transient of one
+# publish and its receipt), in GC pool bytes: benchmarks/bench_transport_heap.py
+# measured on the 64-bit unix port, halved (mp_pool_beyond_counters' rule),
+# rounded up to 256 B. The buffer (max_frame bytes) is charged on top.
+TRANSPORT_POOL = {"mqtt": 14080}
+TRANSPORT_SLOTS = 16  # outbox slots the charge was measured with (device.mqtt.max_frames), in 32-bit pool bytes:
 # (per channel, per counter array). A channel brings its bounds, name and the
 # reading's objects; a counter array its array object and the tuple the update
 # unpacks (PrivHP: one per tree level and sketch row, the row's 4 or 8 hash
@@ -132,6 +141,26 @@ def mp_pool_beyond_counters(raw, counters):
     pointers, object headers and blocks halve on 32 bits, counters do not.
     """
     return (raw * 256 // 259 - counters + 1) // 2
+
+
+def transport_heap(kind, max_frame):
+    """Bytes of 32-bit MicroPython heap the device transport ``kind`` ("mqtt")
+    takes beside the agent: TRANSPORT_POOL plus its ``max_frame``-byte resend
+    buffer, with the GC's tables (mcu_heap)."""
+    return mcu_heap(TRANSPORT_POOL[kind] + max_frame)
+
+
+FRAME_SLACK = 64  # bytes above the largest frame built at plan time (a frame's size barely varies: epoch, seq)
+MAX_U32 = (1 << 32) - 1
+
+
+def frame_bound(cfg):
+    """Bytes of the largest frame a device of ``cfg`` releases: one built
+    here with the longest device id, a tag and the largest epoch and seq,
+    plus FRAME_SLACK (the state's size is fixed by the config). The device
+    transport's resend buffer holds this many bytes."""
+    a = Agent(for_device(cfg), seed=bytes(32), device_id="d" * 64, epoch=MAX_U32, seq=MAX_U32, key=bytes(32))
+    return len(a.release()) + FRAME_SLACK
 
 
 def heap_need(counters, runtime, kind, channels=0, arrays=0):

@@ -18,12 +18,15 @@ from edgesynth.channels import channel_names, column_map
 from edgesynth.config import load_config
 from edgesynth.data.tables import column_names, complete_rows, numeric, pick
 from edgesynth.errors import InputError
+from edgesynth.fleet.broker import as_connection
+from edgesynth.fleet.ingest import shown
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
+from edgesynth.fleet.publish import Published, Sent, publish
 from edgesynth.ram import parse_size
-from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction
+from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction, publish_blocks
 from edgesynth.runtimes.simulate import simulate as run_one
-from edgesynth.runtimes.windows import Schedule
+from edgesynth.runtimes.windows import Schedule, window_blocks
 from edgesynth.runtimes.windows import parse_time as _parse_time
 from edgesynth.runtimes.windows import simulate_windows as run_windows
 
@@ -269,6 +272,16 @@ def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime
     seq: sequence number of the first window's frame; it counts up.
     Other arguments as in simulate.
     """
+    cfg, schedule, x, t, cols = _timed(cfg, data, times, window, start, end, columns, missing)
+    run = dict(runtime=runtime, device_id=device_id, key=device_key(key, keyring, device_id),
+               heap=parse_size(heap, "--heap"), cpu=cpu)
+    frames = _run(lambda: run_windows(cfg, x, t, cols, schedule, seed=seed_bytes(seed),
+                                      first_seq=_u32(seq, "--seq"), progress=progress, **run))
+    return [(e, bytes(f)) for e, f in frames]
+
+
+def _timed(cfg, data, times, window, start, end, columns, missing):
+    """(cfg, schedule, readings, their times, channels) of a windowed simulation, checked."""
     if window is None or start is None or end is None or times is None:
         raise InputError("--window, --start, --end and the readings' times go together")
     cfg = _config(cfg)
@@ -285,11 +298,78 @@ def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime
             schedule.check(float(t[bad[0]]))
         except ValueError as e:
             raise InputError("reading %d: %s" % (np.flatnonzero(kept)[bad[0]], e))
-    run = dict(runtime=runtime, device_id=device_id, key=device_key(key, keyring, device_id),
-               heap=parse_size(heap, "--heap"), cpu=cpu)
-    frames = _run(lambda: run_windows(cfg, x, t, cols, schedule, seed=seed_bytes(seed),
-                                      first_seq=_u32(seq, "--seq"), progress=progress, **run))
-    return [(e, bytes(f)) for e, f in frames]
+    return cfg, schedule, x, t, cols
+
+
+def simulate_publish(cfg, data, broker, seed=None, *, timeout=30.0, on_receipt=None, name="simulate",
+                     runtime="cpython",
+                     columns=None, device_id="device", epoch=0, seq=0, key=None, keyring=None, heap=DEFAULT_HEAP,
+                     cpu="cortex-m4", window=None, start=None, end=None, times=None, missing="skip", progress=None):
+    """Simulate as es.simulate does and publish the frames to an MQTT
+    broker, waiting up to ``timeout`` seconds for the gateway's receipts
+    (docs/transport.md).
+
+    broker: ``mqtt://HOST[:PORT]``, or an es.publish-style Connection
+        (fleet.broker.Connection; TLS and users: host runtimes only).
+    runtime "micropython": the device publishes each window's frame itself
+        as it is released, through its own MQTT code (agent/transport/mqtt.py
+        with umqtt.simple, fetched once from PyPI and cached:
+        edgesynth.runtimes.umqtt) on the unix port, keeps it in its outbox
+        until the receipt, and flushes the outbox at the end; ``heap`` is
+        the agent's, the transport's measured heap is added. Other runtimes:
+        the frames are published from this host (es.publish) after the run.
+    on_receipt: called with each frame's Sent as its final receipt arrives.
+    name: the frames' labels are "NAME frame I" (micropython runtime; the
+        host's publisher labels them "<frames 0> frame I").
+    Other arguments as es.simulate (``window``, ``start``, ``end``,
+    ``times``: one frame per window).
+
+    Returns an es.publish Published: ``frames`` (Sent, in window order; their
+    ``raw`` bytes are the frames, as es.simulate gives them for the same
+    seed), ``ok`` iff every frame was stored or a duplicate, ``missing``.
+    """
+    conn = as_connection(broker)
+    opts = dict(runtime=runtime, columns=columns, device_id=device_id, seq=seq, key=key, keyring=keyring, heap=heap,
+                cpu=cpu, missing=missing, progress=progress)
+    if runtime != "micropython":
+        if window is None and start is None and end is None and times is None:
+            frames = [simulate(cfg, data, seed, epoch=epoch, **opts)]
+        else:
+            frames = [f for _, f in simulate_windows(cfg, data, times, window, start, end, seed, **opts)]
+        return publish(b"".join(frames), conn, timeout, on_receipt=on_receipt)
+    if window is None and start is None and end is None and times is None:
+        cfg = _config(cfg)
+        x, cols, _ = _readings(cfg, data, columns, missing)
+        blocks = [(_u32(epoch, "--epoch"), _u32(seq, "--seq"), seed_bytes(seed), x)]
+    else:
+        if epoch:
+            raise InputError("--epoch is the window index with --window; leave it out")
+        cfg, schedule, x, t, cols = _timed(cfg, data, times, window, start, end, columns, missing)
+        blocks = window_blocks(x, t, schedule, seed_bytes(seed), _u32(seq, "--seq"))
+    sent = []
+
+    def on_sent(i, raw):
+        sent.append(Sent("%s frame %d" % (shown(name), i), _Frame(device_id, blocks[i][0], raw)))
+        if progress:
+            progress(len(blocks[i][3]))
+
+    def on_device_receipt(i, result, reason):
+        if result == "retry":  # not final: the device publishes it again
+            return
+        sent[i].receipt = {"epoch": sent[i].epoch, "seq": blocks[i][1], "sha256": sent[i].sha256,
+                           "result": result, "reason": reason}
+        if on_receipt:
+            on_receipt(sent[i])
+    _run(lambda: publish_blocks(cfg, blocks, cols, conn, parse_size(heap, "--heap"), device_id,
+                                device_key(key, keyring, device_id), timeout, on_sent, on_device_receipt))
+    return Published(sent)
+
+
+class _Frame:
+    """What fleet.publish.Sent reads of a Release: device, epoch, raw."""
+
+    def __init__(self, device, epoch, raw):
+        self.device, self.epoch, self.raw = device, epoch, raw
 
 
 def parse_time(text):

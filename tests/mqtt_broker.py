@@ -1,5 +1,5 @@
 """Test helpers for the MQTT path: a real mosquitto on a free loopback port,
-and micropython-lib's umqtt.simple fetched from PyPI for the MicroPython unix port.
+and micropython-lib's umqtt.simple (edgesynth.runtimes.umqtt) for the MicroPython unix port.
 
     from mqtt_broker import Broker, umqtt_dir
 
@@ -8,25 +8,19 @@ and micropython-lib's umqtt.simple fetched from PyPI for the MicroPython unix po
 so it saves its persistence file) and starts it again on the same port;
 ``stop()`` ends it. ``broker`` and ``umqtt_path`` are pytest fixtures over them.
 """
-import hashlib
-import io
-import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import tarfile
 import time
-import urllib.request
 
 import pytest
 
+from edgesynth.errors import InputError
+from edgesynth.runtimes import umqtt
+
 MOSQUITTO = "/usr/sbin/mosquitto"
-UMQTT_VERSION = "1.3.4"
-UMQTT_SDIST = "micropython-umqtt.simple-%s.tar.gz" % UMQTT_VERSION
-UMQTT_SHA256 = "b6a2520239e3992c63a7de9370ee9b3d9d27819a90359c521f1c0f7ccab8d12f"
-INDEX = "https://pypi.org/simple/micropython-umqtt-simple/"
 
 
 def mosquitto_bin():
@@ -97,43 +91,14 @@ def broker(tmp_path):
     b.stop()
 
 
-def _fetch_sdist(dest):
-    # pip cannot download this sdist (a micropython-lib package has no setup.py,
-    # so `pip download` fails preparing its metadata): read the PyPI simple
-    # index (PEP 691 JSON) and check the pinned hash
-    req = urllib.request.Request(INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        files = json.load(r)["files"]
-    url = next(f["url"] for f in files if f["filename"] == UMQTT_SDIST)
-    with urllib.request.urlopen(url, timeout=30) as r:
-        data = r.read()
-    if hashlib.sha256(data).hexdigest() != UMQTT_SHA256:
-        raise RuntimeError("%s does not have the pinned SHA-256" % UMQTT_SDIST)
-    with tarfile.open(fileobj=io.BytesIO(data)) as t:
-        src = t.extractfile("micropython-umqtt.simple-%s/umqtt/simple.py" % UMQTT_VERSION).read()
-    os.makedirs(os.path.join(dest, "umqtt"), exist_ok=True)
-    open(os.path.join(dest, "umqtt", "__init__.py"), "w").close()
-    with open(os.path.join(dest, "umqtt", "simple.py"), "wb") as fh:
-        fh.write(src)
-
-
 def umqtt_dir(cache_dir):
     """A directory holding umqtt/simple.py (micropython-umqtt.simple, pinned
-    version and hash), fetched once into ``cache_dir``; pytest.skip when PyPI
-    cannot be reached."""
-    dest = os.path.join(str(cache_dir), "umqtt-simple-" + UMQTT_VERSION)
-    if not os.path.exists(os.path.join(dest, "umqtt", "simple.py")):
-        tmp = dest + ".part%d" % os.getpid()
-        try:
-            _fetch_sdist(tmp)
-        except (OSError, StopIteration, KeyError, ValueError) as e:
-            shutil.rmtree(tmp, ignore_errors=True)
-            pytest.skip("cannot fetch %s from PyPI: %s" % (UMQTT_SDIST, e))
-        try:
-            os.rename(tmp, dest)
-        except OSError:  # another session got there first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+    version and hash; edgesynth.runtimes.umqtt), cached in ``cache_dir``;
+    pytest.skip when it is not cached and PyPI cannot be reached."""
+    try:
+        return umqtt.umqtt_dir(str(cache_dir))
+    except InputError as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="session")

@@ -85,6 +85,9 @@ class Publisher:
     connects), ``errors`` (network errors). ``last_rejection`` is
     ``(epoch, seq, reason)`` of the latest rejected frame, or None.
     ``retried`` counts "retry" receipts (the frame is kept).
+    ``on_receipt``: None, or a callable given ``(epoch, seq, result, reason)``
+    for each receipt that names a held frame, before the frame is freed (a
+    log, or the host simulator's report).
     ``max_frame`` bounds a frame in bytes (the resend buffer's size);
     ``resend_ms`` (>= 1) is the delay after which a held frame with no final
     receipt is published again on the same connection; ``timeout_ms`` (>= 1)
@@ -120,6 +123,7 @@ class Publisher:
         self.published = self.delivered = self.rejected = self.unmatched = self.reconnects = self.errors = 0
         self.retried = 0
         self.last_rejection = None
+        self.on_receipt = None
         client.set_callback(self._on_message)
 
     # ------------------------------------------------------------ public
@@ -319,6 +323,8 @@ class Publisher:
         if slot < 0 or not (result in FINAL or result == "rejected" or result == "retry"):
             self.unmatched += 1
             return
+        if self.on_receipt is not None:
+            self.on_receipt(self.outbox.epoch(slot), self.outbox.seq(slot), result, r.get("reason"))
         if result == "retry":  # kept: published again resend_ms after its last publish
             self.retried += 1
             self._sent[slot] = 1

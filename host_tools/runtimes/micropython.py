@@ -16,6 +16,8 @@ import tempfile
 
 from edgesynth.config import for_device
 from edgesynth.errors import InputError
+from edgesynth.ram import TRANSPORT_SLOTS, frame_bound, transport_heap
+from edgesynth.runtimes.umqtt import umqtt_dir
 from edgesynth.targets.bundle import cached_host_bundle
 
 TIMEOUT = 3600  # seconds; a hung interpreter must not hang the CLI forever
@@ -58,12 +60,20 @@ def device_bundle():
 
 def write_readings(path, rows, int_channels):
     """Readings as exact binary records (no decimal re-parsing on MicroPython)."""
+    with open(path, "wb") as fh:
+        _write_block(fh, rows, int_channels)
+
+
+def _write_block(fh, rows, int_channels):
     d = len(int_channels)
     fmt = "<" + "".join("q" if t else "d" for t in int_channels)
-    with open(path, "wb") as fh:
-        fh.write(b"ESR1" + bytes([d]) + bytes(0x69 if t else 0x64 for t in int_channels))
-        pack = struct.Struct(fmt).pack
-        fh.write(b"".join(pack(*row) for row in rows))
+    fh.write(b"ESR1" + bytes([d]) + bytes(0x69 if t else 0x64 for t in int_channels))
+    pack = struct.Struct(fmt).pack
+    fh.write(b"".join(pack(*row) for row in rows))
+
+
+def _int_channels(cfg, rows):
+    return [isinstance(v, int) for v in rows[0]] if rows else [False] * len(cfg["mechanisms"][0]["lo"])
 
 
 def _bytes(seed):
@@ -74,7 +84,7 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, word
     """One interpreter run; returns (status, frame bytes or None, last output line)."""
     exe = find_micropython()
     bundle = device_bundle()
-    int_channels = [isinstance(v, int) for v in rows[0]] if rows else [False] * len(cfg["mechanisms"][0]["lo"])
+    int_channels = _int_channels(cfg, rows)
     with tempfile.TemporaryDirectory(prefix="edgesynth-mp-") as tmp:
         cfg_path, rd_path, out_path = (os.path.join(tmp, n) for n in ("cfg.json", "readings.bin", "frame"))
         with open(cfg_path, "w") as fh:
@@ -135,3 +145,120 @@ def run_micropython(cfg, rows, heap, seed=None, device_id="device", epoch=0, key
     if progress:
         progress(len(rows))
     return frame
+
+
+def publisher_bundle():
+    """The device bundle with the publishing driver (mp_publisher.py)."""
+    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mp_publisher.py")
+    return cached_host_bundle(extra=[("mp_publisher.py", driver)])
+
+
+def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, timeout=30.0, on_sent=None,
+                        on_receipt=None):
+    """Run the device on the unix port with its own MQTT publisher: one
+    fresh agent per window of ``windows`` ([(epoch, seq, seed bytes or None,
+    rows)], rows as as_readings gives them), each frame published as it is
+    released and kept in the device's outbox until the gateway's receipt;
+    then the device flushes its outbox for up to ``timeout`` seconds.
+
+    heap: the agent's 32-bit-equivalent heap; the transport's measured heap
+        (ram.transport_heap, with a resend buffer of the largest frame) is
+        added, as `plan --transport mqtt` charges it.
+    conn: a fleet.broker.Connection (mqtt:// only: the device's TLS needs
+        ssl_params, docs/deployment.md). on_sent(i, frame bytes) after window
+        i's release; on_receipt(i, result, reason) for each receipt naming
+        a held frame (final, or "retry"), never before on_sent(i).
+
+    Returns (frames [(epoch, bytes)], final receipts {i: (result, reason)}).
+    InputError when umqtt.simple cannot be had, the heap is too small or the
+    device fails.
+    """
+    if conn.tls or conn.username:
+        raise InputError("simulate --runtime micropython --publish takes an mqtt:// broker without a user: the "
+                         "device's TLS and password are set in device.mqtt (docs/deployment.md)")
+    umqtt = umqtt_dir()
+    exe = find_micropython()
+    bundle = publisher_bundle()
+    max_frame = frame_bound(cfg)
+    index = {(e, q): i for i, (e, q, _, _) in enumerate(windows)}
+    with tempfile.TemporaryDirectory(prefix="edgesynth-mp-pub-") as tmp:
+        paths = {n: os.path.join(tmp, n) for n in ("cfg.json", "readings.bin", "frames", "args.json", "outbox")}
+        with open(paths["cfg.json"], "w") as fh:
+            json.dump(for_device(cfg), fh, separators=(",", ":"))
+        with open(paths["readings.bin"], "wb") as fh:
+            for _, _, _, rows in windows:
+                _write_block(fh, rows, _int_channels(cfg, rows))
+        mq = {"host": conn.host, "port": conn.port, "client_id": "edgesynth-sim-%s-%d" % (device_id, os.getpid()),
+              "outbox": paths["outbox"], "max_frames": TRANSPORT_SLOTS, "max_frame": max_frame,
+              "max_bytes": TRANSPORT_SLOTS * max_frame, "backoff_ms": 100, "max_backoff_ms": 2000,
+              "resend_ms": 5000, "timeout_ms": 10000}
+        with open(paths["args.json"], "w") as fh:
+            json.dump({"config": paths["cfg.json"], "readings": paths["readings.bin"], "out": paths["frames"],
+                       "device": device_id, "key": key.hex() if key else None, "mqtt": mq,
+                       "flush_ms": int(timeout * 1000),
+                       "windows": [[e, q, s.hex() if s else None, len(rows)] for e, q, s, rows in windows]}, fh)
+        total = heap + transport_heap("mqtt", max_frame)
+        env = dict(os.environ, MICROPYPATH="%s:%s:.frozen" % (bundle, umqtt))
+        cmd = [exe, "-X", "heapsize=" + heap_flag(total), "-c", "import mp_publisher", paths["args.json"]]
+        receipts, last, frames, early = {}, "", [], {}
+        proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            with _Reader(paths["frames"]) as reader:
+                for line in proc.stdout:
+                    last = line.strip()
+                    word, _, rest = last.partition(" ")
+                    if word == "SENT":
+                        epoch, seq, n = (int(v) for v in rest.split())
+                        i = index[(epoch, seq)]
+                        frames.append((epoch, reader.take(n)))
+                        if on_sent:
+                            on_sent(i, frames[-1][1])
+                        for result, reason in early.pop(i, ()):
+                            on_receipt(i, result, reason)
+                    elif word == "RECEIPT":
+                        epoch, seq, result, reason = rest.split(" ", 3)
+                        i = index[(int(epoch), int(seq))]
+                        reason = json.loads(reason)
+                        if result != "retry":
+                            receipts[i] = (result, reason)
+                        if on_receipt and i >= len(frames):  # came while the device published it: after its SENT
+                            early.setdefault(i, []).append((result, reason))
+                        elif on_receipt:
+                            on_receipt(i, result, reason)
+            err = proc.stderr.read()
+            proc.wait(timeout=TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if proc.returncode == 3 and last.startswith("EDGESYNTH-OOM"):
+        raise InputError("the config and the MQTT transport do not fit a %d-byte heap (%d for the agent, as "
+                         "--heap gives, + %d for the transport)" % (total, heap, total - heap))
+    if proc.returncode != 0 or not last.startswith("EDGESYNTH-PUBLISHED"):
+        msg = (err.strip() or last).splitlines()
+        raise InputError("the micropython device failed: %s" % (msg[-1] if msg else "exit %d" % proc.returncode))
+    return frames, receipts
+
+
+class _Reader:
+    """Reads the device's frame file as it grows: a frame is whole on disk
+    before its "SENT" line (the device writes it while releasing)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.fh = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.fh is not None:
+            self.fh.close()
+
+    def take(self, n):
+        if self.fh is None:
+            self.fh = open(self.path, "rb")
+        data = self.fh.read(n)
+        if len(data) != n:
+            raise InputError("the micropython device reported a %d-byte frame, %d bytes are on disk" % (n, len(data)))
+        return data

@@ -15,7 +15,7 @@ import numpy as np
 from edgesynth.config import with_names
 from edgesynth.errors import InputError
 from edgesynth.runtimes.cpython import run_cpython
-from edgesynth.runtimes.micropython import run_micropython
+from edgesynth.runtimes.micropython import publish_micropython, run_micropython
 from edgesynth.runtimes.native import run_native
 from edgesynth.runtimes.qemu import run_qemu
 from edgesynth.runtimes.vectorized import run_numpy
@@ -81,6 +81,18 @@ def clamped_fraction(data, cfg):
     if lo.size != data.shape[1] or not len(data):
         return 0.0
     return float(np.mean(np.any((data < lo) | (data > hi), axis=1)))
+
+
+def publish_blocks(cfg, blocks, columns, conn, heap=DEFAULT_HEAP, device_id="device", key=None, timeout=30.0,
+                   on_sent=None, on_receipt=None):
+    """The micropython runtime publishing through the device's own MQTT code:
+    ``blocks`` [(epoch, seq, seed, rows (k, d))] as windows.window_blocks
+    gives them, readings passed as ``simulate`` passes them (the same frame
+    bytes); the rest as runtimes.micropython.publish_micropython."""
+    cfg = with_names(cfg, columns)
+    windows = [(e, q, s, as_readings(rows, cfg)) for e, q, s, rows in blocks]
+    return publish_micropython(cfg, windows, heap, conn, device_id=device_id, key=key, timeout=timeout,
+                               on_sent=on_sent, on_receipt=on_receipt)
 
 
 def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device", epoch=0, key=None,

@@ -106,14 +106,14 @@ def _fmt_time(t):
         return "%r s" % t
 
 
-def simulate_windows(cfg, data, times, columns, schedule, seed=None, first_seq=0, progress=None, **kw):
-    """Frames [(epoch, bytes), ...] of every window of ``schedule``, in time order.
+def window_blocks(data, times, schedule, seed=None, first_seq=0):
+    """``[(epoch, seq, seed or None, rows), ...]`` of every window of
+    ``schedule`` in time order: window e's readings (rows of ``data``, in
+    file order), its sequence number ``first_seq`` + its position, and its
+    seed window_seed(seed, e).
 
     ``data`` (n, d) readings, ``times`` (n,) their Unix seconds, each already in
-    [schedule.start, schedule.end) (Schedule.check). Window e's frame has epoch
-    e and sequence ``first_seq`` + its position in the schedule. ``kw`` goes to
-    edgesynth.runtimes.simulate.simulate (runtime, device_id, key, heap, cpu);
-    ``progress(k)`` is called with the number of readings each window consumed.
+    [schedule.start, schedule.end) (Schedule.check).
     """
     data = np.asarray(data)
     idx = schedule.windows(times)
@@ -124,11 +124,21 @@ def simulate_windows(cfg, data, times, columns, schedule, seed=None, first_seq=0
     order = np.argsort(idx, kind="stable")  # readings keep their file order inside a window
     idx, data = idx[order], data[order]
     cuts = np.searchsorted(idx, np.arange(schedule.first, schedule.last + 2))
+    return [(e, first_seq + i, None if seed is None else window_seed(seed, e), data[cuts[i]:cuts[i + 1]])
+            for i, e in enumerate(range(schedule.first, schedule.last + 1))]
+
+
+def simulate_windows(cfg, data, times, columns, schedule, seed=None, first_seq=0, progress=None, **kw):
+    """Frames [(epoch, bytes), ...] of every window of ``schedule``, in time order.
+
+    Window e's frame has epoch e and sequence ``first_seq`` + its position in
+    the schedule (window_blocks). ``kw`` goes to
+    edgesynth.runtimes.simulate.simulate (runtime, device_id, key, heap, cpu);
+    ``progress(k)`` is called with the number of readings each window consumed.
+    """
     frames = []
-    for i, e in enumerate(range(schedule.first, schedule.last + 1)):
-        rows = data[cuts[i]:cuts[i + 1]]
-        s = None if seed is None else window_seed(seed, e)
-        frames.append((e, simulate(cfg, rows, columns, seed=s, epoch=e, seq=first_seq + i, **kw)))
+    for e, q, s, rows in window_blocks(data, times, schedule, seed, first_seq):
+        frames.append((e, simulate(cfg, rows, columns, seed=s, epoch=e, seq=q, **kw)))
         if progress:
             progress(len(rows))
     return frames

@@ -1,0 +1,116 @@
+"""`simulate --runtime micropython --publish`: the device on the MicroPython unix
+port publishes each window's frame itself, through agent/transport/mqtt.py and
+umqtt.simple, to a real mosquitto and `edgesynth gateway`; the outbox frees a
+frame on its receipt and the command waits for every receipt.
+
+Checks: the frames are byte-identical to `simulate --runtime micropython -o`
+for the same seed, and stored byte-identical; every window gets a "stored"
+receipt (a second run: "duplicate"), printed as `publish` prints it; the
+library's es.simulate_publish gives the same; a gateway that rejects the
+frames (wrong key) makes the command exit 2; umqtt.simple neither cached nor
+reachable is a one-line error.
+"""
+import pytest
+
+import edgesynth as es
+from edgesynth.fleet.keys import new_key
+from edgesynth.runtimes import umqtt
+from tests.mqtt_broker import umqtt_path  # noqa: F401  (pytest fixture)
+from tests.test_mqtt import Gateway, broker, no_stray_gateways, receipts, stored_raw  # noqa: F401  (fixtures)
+from tests.test_store import run
+
+SEED = "00112233445566778899aabbccddeeff"
+WINDOWS = ("--time-column", "t", "--window", 10, "--start", 0, "--end", 40)
+
+
+@pytest.fixture
+def world(tmp_path, broker, umqtt_path, monkeypatch):  # noqa: F811
+    """(tmp, keyring, config, readings, broker, gateway); the umqtt cache is the
+    session's (no network needed once cached)."""
+    monkeypatch.setenv(umqtt.CACHE_ENV, umqtt_path.rsplit("/", 1)[0])
+    ring = str(tmp_path / "ring.json")
+    new_key(ring, "dev-1")
+    assert run("plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "64K", "--hash-seed", "ab",
+               "-o", tmp_path / "c.json")[0] == 0
+    (tmp_path / "d.csv").write_text("t,x0\n" + "".join("%d,%.3f\n" % (t, (t * 7 % 40) / 40) for t in range(40)))
+    gw = Gateway(broker.url, tmp_path / "gw.db", ring)
+    gw.wait_subscribed()
+    return tmp_path, ring, broker, gw
+
+
+def simulate(tmp, ring, out, *extra):
+    return run("simulate", "--config", tmp / "c.json", "--input", tmp / "d.csv", "--device-id", "dev-1",
+               "--keyring", ring, "--runtime", "micropython", "--seed", SEED, *WINDOWS, "-o", tmp / out, *extra)
+
+
+def test_device_publishes_each_window_byte_identical_to_the_offline_run(world):
+    tmp, ring, broker, gw = world  # noqa: F811
+    code, out, err = simulate(tmp, ring, "offline.bin")
+    assert code == 0, err
+    code, out, err = simulate(tmp, ring, "published.bin", "--publish", broker.url)
+    assert code == 0, err
+    assert (tmp / "published.bin").read_bytes() == (tmp / "offline.bin").read_bytes()
+    assert receipts(out) == [("dev-1", e, "stored") for e in range(4)]
+    assert "4 frame(s) published: 4 stored or duplicate, 0 refused, 0 without a receipt" in err
+    stored = stored_raw(tmp / "gw.db")
+    assert [(d, e) for d, e, _ in stored] == [("dev-1", e) for e in range(4)]
+    assert b"".join(raw for _, _, raw in stored) == (tmp / "offline.bin").read_bytes()
+    # the same windows again: the device's frames are duplicates at the gateway
+    code, out, err = simulate(tmp, ring, "again.bin", "--publish", broker.url)
+    assert code == 0, err
+    assert receipts(out) == [("dev-1", e, "duplicate") for e in range(4)]
+    assert gw.finish() == 0
+
+
+def test_library_simulate_publish_matches_simulate(world):
+    tmp, ring, broker, gw = world  # noqa: F811
+    import numpy as np
+    t = np.arange(40.0)
+    data = {"x0": (t * 7 % 40) / 40}
+    got = []
+    res = es.simulate_publish(tmp / "c.json", data, broker.url, SEED, runtime="micropython", device_id="dev-1",
+                              keyring=ring, window=10, start=0, end=40, times=t, seq=5, on_receipt=got.append,
+                              timeout=20)
+    assert res.ok, res.summary()
+    want = es.simulate_windows(tmp / "c.json", data, t, 10, 0, 40, SEED, runtime="micropython", device_id="dev-1",
+                               keyring=ring, seq=5)
+    assert [(f.epoch, f.raw) for f in res.frames] == want
+    assert sorted(f.epoch for f in got) == [0, 1, 2, 3] and all(f.receipt["result"] == "stored" for f in got)
+    assert [f.receipt["seq"] for f in res.frames] == [5, 6, 7, 8]
+    assert gw.finish() == 0
+
+
+def test_rejected_frames_make_the_command_fail(world):
+    tmp, ring, broker, gw = world  # noqa: F811
+    other = str(tmp / "other.json")
+    new_key(other, "dev-1")  # the device tags with a key the gateway does not hold
+    code, out, err = simulate(tmp, other, "bad.bin", "--publish", broker.url)
+    assert code == 2
+    lines = [line for line in out.splitlines() if line.startswith("receipt ")]
+    assert len(lines) == 4 and all(" rejected: " in line and "tag" in line for line in lines), out
+    assert "0 stored or duplicate, 4 refused" in err and "Traceback" not in err
+    assert stored_raw(tmp / "gw.db") == []
+    assert gw.finish() == 0
+
+
+def test_no_cached_umqtt_and_no_network_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(umqtt.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(umqtt, "INDEX", "http://127.0.0.1:9/simple/")  # nothing listens: no network
+    with pytest.raises(es.InputError, match="needs umqtt.simple 1.3.4.*not cached.*umqtt/simple.py"):
+        umqtt.umqtt_dir()
+    (tmp_path / "d.csv").write_text("x0\n0.5\n")
+    assert run("plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "64K", "-o", tmp_path / "c.json")[0] == 0
+    code, out, err = run("simulate", "--config", tmp_path / "c.json", "--input", tmp_path / "d.csv", "--runtime",
+                         "micropython", "--publish", "mqtt://127.0.0.1:9", "-o", tmp_path / "f.bin")
+    assert code == 2 and err.startswith("error: publishing from the micropython runtime needs umqtt.simple")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_tampered_cached_copy_is_not_used(tmp_path, monkeypatch, umqtt_path):  # noqa: F811
+    monkeypatch.setattr(umqtt, "INDEX", "http://127.0.0.1:9/simple/")
+    bad = tmp_path / ("umqtt-simple-" + umqtt.VERSION) / "umqtt"
+    bad.mkdir(parents=True)
+    (bad / "simple.py").write_text("raise SystemExit('not umqtt')\n")
+    with pytest.raises(es.InputError, match="not cached"):
+        umqtt.umqtt_dir(str(tmp_path))
+    assert umqtt.umqtt_dir(umqtt_path.rsplit("/", 1)[0]) == umqtt_path  # the good copy, offline
