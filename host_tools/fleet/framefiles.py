@@ -16,14 +16,20 @@ Each path given to ``edgesynth ingest`` (or es.ingest) is, in this order:
 A list of paths (``--files-from``) is read one line at a time, so a million
 names are never all in memory; each line is a path as above. Everything is
 lazy: a directory is listed (and sorted) only when the ingest reaches it.
+
+``file_frames`` reads one file and splits it into frames (envelopes only;
+edgesynth.fleet.verify checks them).
 """
 import glob
 import os
 
-from edgesynth.errors import InputError
+from edgesynth.errors import FrameError, InputError
+from edgesynth.filekind import check as check_kind
+from edgesynth.frames import read_into, split_envelope
 from edgesynth.stdio import is_stdio, label, open_input
 
 MAX_LINE = 1 << 16  # bytes of one --files-from line (a path; PATH_MAX is 4096 on Linux)
+MAX_FILE = 1 << 30  # bytes per frame file
 
 
 def expand(paths, recursive=False):
@@ -92,3 +98,51 @@ def listed(path):
                                  % (label(path), n))
             if name:
                 yield name
+
+
+def _read(path):
+    """The bytes of frame file ``path`` ("-": stdin), or None and why not."""
+    stdin = is_stdio(path)
+    try:
+        if not stdin and os.path.getsize(path) > MAX_FILE:
+            return None, "larger than %d bytes" % MAX_FILE
+        data = bytearray()
+        with open_input(path, "frames") as fh:
+            # read_into: only the bytes really there, never MAX_FILE at once
+            read_into(fh, data, MAX_FILE + 1)
+    except OSError as e:
+        return None, "cannot read (%s)" % (e.strerror or e)
+    except InputError as e:  # stdin closed, a terminal, or a file that cannot be opened
+        return None, str(e)
+    if len(data) > MAX_FILE:
+        return None, "larger than %d bytes" % MAX_FILE
+    if not data:
+        return None, "file is empty"
+    return data, None
+
+
+def file_frames(path):
+    """Read frame file ``path`` ("-": stdin) and yield (index, frame bytes,
+    None) per frame, or (index, None, reason) for the file, or for the rest
+    of it from the first envelope that cannot be split (no frame boundaries
+    after that)."""
+    data, err = _read(path)
+    if err:
+        yield 0, None, err
+        return
+    pos, i = 0, 0
+    with memoryview(data) as view:
+        while pos < len(data):
+            try:
+                stop = split_envelope(data, pos)[4]
+            except FrameError as e:
+                reason = "%s (rest of the file skipped)" % e
+                if i == 0:
+                    try:
+                        check_kind(path, "frames", data)  # a generator, config...: say which
+                    except InputError as wrong:
+                        reason = str(wrong)
+                yield i, None, reason
+                return
+            yield i, bytes(view[pos:stop]), None
+            pos, i = stop, i + 1

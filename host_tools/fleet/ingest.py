@@ -33,15 +33,13 @@ import time
 import urllib.parse
 from concurrent.futures.process import BrokenProcessPool
 
-from edgesynth.errors import EdgesynthError, FrameError, IngestStopped, InputError, StoreWriteError
-from edgesynth.filekind import check as check_kind
-from edgesynth.fleet.framefiles import expand
+from edgesynth.errors import EdgesynthError, IngestStopped, StoreWriteError
+from edgesynth.fleet.framefiles import expand, file_frames
 from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, schema_1_frames
-from edgesynth.fleet.verify import FLUSH, Verified, verified
-from edgesynth.frames import read_into, split_envelope
-from edgesynth.stdio import is_stdio, open_input
+from edgesynth.fleet.verify import CHUNK_BYTES, CHUNK_FRAMES, FLUSH, Verified, verified
+from edgesynth.stdio import is_stdio
 
-MAX_FILE = 1 << 30        # bytes per frame file
+WHOLE_FILE = 1 << 20      # bytes: a file up to this size is read and checked in one piece (in a worker)
 BATCH_FRAMES = 256        # frames (and refusals) per transaction: past ~64 the fsync is no longer what costs
 BATCH_BYTES = 16 << 20    # bytes of frames per transaction, so memory stays bounded for any frame size
 BATCH_SECONDS = 0.5       # s: the longest a verified frame waits for its commit while input keeps coming
@@ -109,27 +107,6 @@ class Outcome:
             c[STORED], c[DUPLICATE], c[CONFLICT], c[REJECTED])
 
 
-def _read(path):
-    """The bytes of frame file ``path`` ("-": stdin), or None and why not."""
-    stdin = is_stdio(path)
-    try:
-        if not stdin and os.path.getsize(path) > MAX_FILE:
-            return None, "larger than %d bytes" % MAX_FILE
-        data = bytearray()
-        with open_input(path, "frames") as fh:
-            # read_into: only the bytes really there, never MAX_FILE at once
-            read_into(fh, data, MAX_FILE + 1)
-    except OSError as e:
-        return None, "cannot read (%s)" % (e.strerror or e)
-    except InputError as e:  # stdin closed, a terminal, or a file that cannot be opened
-        return None, str(e)
-    if len(data) > MAX_FILE:
-        return None, "larger than %d bytes" % MAX_FILE
-    if not data:
-        return None, "file is empty"
-    return data, None
-
-
 def _stopped(store, where, outcome, error, fix):
     try:
         held = "; the store holds %d frame(s)" % store.count()
@@ -141,54 +118,42 @@ def _stopped(store, where, outcome, error, fix):
         % (where, error, outcome.summary(), held, fix))
 
 
-def _may_block(path):
-    """True for stdin, a FIFO or a device: reading it may wait for a writer."""
-    try:
-        return is_stdio(path) or not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False  # _read says why
-
-
-def _entries(paths, recursive):
-    """The entries (edgesynth.fleet.verify.verified) of the frame files of ``paths``."""
+def _tasks(paths, recursive):
+    """The tasks (edgesynth.fleet.verify.verified) of the frame files of ``paths``:
+    a regular file of up to WHOLE_FILE bytes is read where it is checked (in a
+    worker with jobs > 1); a larger one, stdin or a FIFO is read and split
+    here, in chunks."""
     stdin_read = False
     for path, reason in expand(paths, recursive):
         if reason:
-            yield path, 0, None, reason
+            yield path, [(0, None, reason)], 0
             continue
         if is_stdio(path):
             if stdin_read:
-                yield path, 0, None, "'-' (stdin) again: stdin can be read once"
+                yield path, [(0, None, "'-' (stdin) again: stdin can be read once")], 0
                 continue
             stdin_read = True
-        if _may_block(path):
-            yield FLUSH  # commit and acknowledge what is verified before waiting
-        yield from _file_entries(path)
-
-
-def _file_entries(path):
-    """(path, index, frame bytes, None) per frame of one file, or (path, index,
-    None, reason) for the file or the rest of it when it cannot be split."""
-    data, err = _read(path)
-    if err:
-        yield path, 0, None, err
-        return
-    pos, i = 0, 0
-    with memoryview(data) as view:
-        while pos < len(data):
+            mode, size = None, None
+        else:
             try:
-                stop = split_envelope(data, pos)[4]
-            except FrameError as e:
-                reason = "%s (rest of the file skipped)" % e
-                if i == 0:
-                    try:
-                        check_kind(path, "frames", data)  # a generator, config...: say which
-                    except InputError as wrong:
-                        reason = str(wrong)
-                yield path, i, None, reason
-                return
-            yield path, i, bytes(view[pos:stop]), None
-            pos, i = stop, i + 1
+                st = os.stat(path)
+                mode, size = st.st_mode, st.st_size
+            except OSError:
+                mode = size = 0  # file_frames says why
+        if mode and stat.S_ISREG(mode) and size <= WHOLE_FILE:
+            yield path, None, size
+            continue
+        if mode is None or mode and not stat.S_ISREG(mode):
+            yield FLUSH  # stdin, a FIFO: commit and acknowledge what is verified before waiting
+        items, size = [], 0
+        for item in file_frames(path):
+            items.append(item)
+            size += len(item[1] or b"")
+            if len(items) >= CHUNK_FRAMES or size >= CHUNK_BYTES:
+                yield path, items, size
+                items, size = [], 0
+        if items:
+            yield path, items, size
 
 
 class _Batches:
@@ -236,10 +201,10 @@ class _Batches:
                 self.done(Report(path, index, REJECTED, reason=result))
 
 
-def _run(store, entries, key_for, report, jobs, keyring_path):
+def _run(store, tasks, key_for, report, jobs, keyring_path):
     outcome = Outcome()
     batches = _Batches(store, outcome, report)
-    with contextlib.closing(verified(entries, key_for, jobs, keyring_path)) as checked:
+    with contextlib.closing(verified(tasks, key_for, jobs, keyring_path)) as checked:
         try:
             for item in checked:
                 if item is FLUSH:
@@ -267,8 +232,8 @@ def migrate(old_path, store, key_for, report, jobs=1, keyring_path=None):
     verified again under ``key_for`` and stored by the (device, epoch) rules
     (so frames the old store refused as replays cannot be recovered, but none
     it held is lost). ``old_path`` is only read. Returns an Outcome."""
-    entries = ((old_path, i, raw, None) for i, raw in enumerate(schema_1_frames(old_path)))
-    return _run(store, entries, key_for, report, jobs, keyring_path)
+    tasks = ((old_path, [(i, raw, None)], len(raw)) for i, raw in enumerate(schema_1_frames(old_path)))
+    return _run(store, tasks, key_for, report, jobs, keyring_path)
 
 
 def ingest(store, paths, key_for, report, jobs=1, keyring_path=None, recursive=False):
@@ -277,4 +242,4 @@ def ingest(store, paths, key_for, report, jobs=1, keyring_path=None, recursive=F
     after its commit; returns an Outcome. ``jobs`` > 1: frames are verified in
     that many processes, which load the keyring at ``keyring_path``. Raises
     IngestStopped if the store cannot be written or a worker dies."""
-    return _run(store, _entries(paths, recursive), key_for, report, jobs, keyring_path)
+    return _run(store, _tasks(paths, recursive), key_for, report, jobs, keyring_path)

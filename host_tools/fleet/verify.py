@@ -4,7 +4,9 @@ A frame is checked as everywhere (edgesynth.frames.parse_frame: the tag under
 its device's key before any parsing, then the payload decoded with limits);
 what the store needs of it is kept (``Verified``), the decoded counters are
 dropped at once. With ``jobs`` > 1 the checks run in a pool of processes, in
-chunks, while this process reads files and commits: results come back in
+chunks, while this process lists the files, commits and reports; a worker
+also reads the small files it checks (their bytes come back with the
+results, so the bytes stored are the bytes verified). Results come back in
 input order, and at most a few chunks per worker are in flight, so memory is
 bounded whatever the input size.
 """
@@ -15,14 +17,15 @@ import threading
 import time
 
 from edgesynth.errors import FrameError
+from edgesynth.fleet.framefiles import file_frames
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.store import config_id_of
 from edgesynth.frames import parse_frame
 
 FLUSH = "flush"          # an entry that asks for everything before it to be committed now
-CHUNK_FRAMES = 32        # entries per task sent to a worker
-CHUNK_BYTES = 1 << 20    # bytes per task (a chunk closes at whichever comes first)
-IN_FLIGHT = 2            # chunks queued per worker: enough to keep it busy while this process commits
+CHUNK_FRAMES = 32        # tasks (files or frames) per chunk sent to a worker
+CHUNK_BYTES = 1 << 20    # bytes per chunk (a chunk closes at whichever comes first)
+IN_FLIGHT = 4            # chunks queued per worker: enough to keep it busy while this process commits
 
 
 class _Config:
@@ -60,50 +63,65 @@ def check(raw, key_for):
     return rel.device, rel.epoch, rel.seq, rel.payload_digest, config_id_of(rel), stop
 
 
-def verified(entries, key_for, jobs=1, keyring_path=None):
-    """Yield ``entries`` in order with each frame checked.
+def run_task(task, key_for):
+    """[(index, raw or None, fields or reason)] of one task: a whole file is
+    read and split here (its frames' bytes come back with their checks), a
+    list of frames already split is checked (their bytes are the caller's)."""
+    path, items, _ = task
+    if items is None:
+        return [(i, raw, reason if raw is None else check(raw, key_for)) for i, raw, reason in file_frames(path)]
+    return [(i, None, reason if raw is None else check(raw, key_for)) for i, raw, reason in items]
 
-    An entry is (path, index, raw, reason): ``raw`` bytes of one frame to
-    check, or None with ``reason`` when it was refused before (unreadable
-    file, no envelope); or FLUSH, passed on once every entry before it is
-    out. A frame comes out as (path, index, Verified or reason).
+
+def verified(tasks, key_for, jobs=1, keyring_path=None):
+    """Yield every frame of ``tasks`` checked, in order: (path, index,
+    Verified or the reason it is refused).
+
+    A task is (path, None, size): the regular file ``path`` of ``size``
+    bytes, read where it is checked; or (path, [(index, raw, reason)],
+    size): frames already split, ``raw`` None where ``reason`` refuses it
+    already; or FLUSH, passed on once every frame before it is out.
     ``jobs`` > 1: checked in that many worker processes, which load the
     keyring at ``keyring_path`` themselves.
     """
-    if jobs <= 1:
-        for e in entries:
-            if e is FLUSH or e[2] is None:
-                yield e if e is FLUSH else (e[0], e[1], e[3])
-            else:
-                yield e[0], e[1], _result(e[2], check(e[2], key_for))
+    if jobs > 1:
+        yield from _in_workers(tasks, jobs, keyring_path)
         return
-    yield from _in_workers(entries, jobs, keyring_path)
+    for task in tasks:
+        if task is FLUSH:
+            yield FLUSH
+        else:
+            yield from _frames(task, run_task(task, key_for))
 
 
-def _result(raw, fields):
-    return fields if isinstance(fields, str) else Verified(raw, fields)
+def _frames(task, results):
+    path, items, _ = task
+    if items is not None:   # the bytes stayed here
+        results = ((i, raw, res) for (i, raw, _), (_, _, res) in zip(items, results))
+    for i, raw, res in results:
+        yield path, i, (res if isinstance(res, str) else Verified(raw, res))
 
 
-def _in_workers(entries, jobs, keyring_path):
+def _in_workers(tasks, jobs, keyring_path):
     pool = concurrent.futures.ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(keyring_path,))
-    pending = collections.deque()   # (entries of a chunk, future of its checks)
-    chunk, raws, size = [], [], 0
+    pending = collections.deque()   # (tasks of a chunk, future of their results)
+    chunk, size = [], 0
     try:
-        for e in entries:
-            if e is not FLUSH:
-                chunk.append(e)
-                if e[2] is not None:
-                    raws.append(e[2])
-                    size += len(e[2])
+        for task in tasks:
+            if task is not FLUSH:
+                chunk.append(task)
+                size += task[2]
                 if len(chunk) < CHUNK_FRAMES and size < CHUNK_BYTES:
                     continue
-            pending.append((chunk, pool.submit(_check_chunk, raws) if raws else None))
-            chunk, raws, size = [], [], 0
-            while pending and (e is FLUSH or len(pending) > IN_FLIGHT * jobs):
+            if chunk:
+                pending.append((chunk, pool.submit(_run_chunk, chunk)))
+            chunk, size = [], 0
+            while pending and (task is FLUSH or len(pending) > IN_FLIGHT * jobs):
                 yield from _collect(*pending.popleft())
-            if e is FLUSH:
+            if task is FLUSH:
                 yield FLUSH
-        pending.append((chunk, pool.submit(_check_chunk, raws) if raws else None))
+        if chunk:
+            pending.append((chunk, pool.submit(_run_chunk, chunk)))
         while pending:
             yield from _collect(*pending.popleft())
     finally:
@@ -111,9 +129,8 @@ def _in_workers(entries, jobs, keyring_path):
 
 
 def _collect(chunk, future):
-    results = iter(future.result() if future is not None else ())
-    for path, index, raw, reason in chunk:
-        yield path, index, (reason if raw is None else _result(raw, next(results)))
+    for task, results in zip(chunk, future.result()):
+        yield from _frames(task, results)
 
 
 # ------------------------------------------------------------ in a worker process
@@ -134,5 +151,5 @@ def _exit_with_parent(parent):
     os._exit(1)
 
 
-def _check_chunk(raws):
-    return [check(raw, _key_for) for raw in raws]
+def _run_chunk(tasks):
+    return [run_task(task, _key_for) for task in tasks]
