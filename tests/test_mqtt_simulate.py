@@ -6,9 +6,10 @@ frame on its receipt and the command waits for every receipt.
 Checks: the frames are byte-identical to `simulate --runtime micropython -o`
 for the same seed, and stored byte-identical; every window gets a "stored"
 receipt (a second run: "duplicate"), printed as `publish` prints it; the
-library's es.simulate_publish gives the same; a gateway that rejects the
-frames (wrong key) makes the command exit 2; umqtt.simple neither cached nor
-reachable is a one-line error.
+library's es.simulate_publish gives the same, and with a host runtime publishes
+the same bytes from the host; a gateway that rejects the frames (wrong key)
+makes the command exit 2; an unreachable broker, and umqtt.simple neither
+cached nor reachable, are one-line errors.
 """
 import pytest
 
@@ -77,6 +78,11 @@ def test_library_simulate_publish_matches_simulate(world):
     assert [(f.epoch, f.raw) for f in res.frames] == want
     assert sorted(f.epoch for f in got) == [0, 1, 2, 3] and all(f.receipt["result"] == "stored" for f in got)
     assert [f.receipt["seq"] for f in res.frames] == [5, 6, 7, 8]
+    # the host runtimes publish from the host: the same bytes, so the gateway has them already
+    res = es.simulate_publish(tmp / "c.json", data, broker.url, SEED, runtime="cpython", device_id="dev-1",
+                              keyring=ring, window=10, start=0, end=40, times=t, seq=5, timeout=20)
+    assert [(f.epoch, f.raw) for f in res.frames] == want
+    assert res.ok and [f.receipt["result"] for f in res.frames] == ["duplicate"] * 4
     assert gw.finish() == 0
 
 
@@ -91,6 +97,16 @@ def test_rejected_frames_make_the_command_fail(world):
     assert "0 stored or duplicate, 4 refused" in err and "Traceback" not in err
     assert stored_raw(tmp / "gw.db") == []
     assert gw.finish() == 0
+
+
+def test_an_unreachable_broker_is_a_one_line_error(tmp_path, umqtt_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(umqtt.CACHE_ENV, umqtt_path.rsplit("/", 1)[0])
+    (tmp_path / "d.csv").write_text("x0\n0.5\n")
+    assert run("plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "64K", "-o", tmp_path / "c.json")[0] == 0
+    code, out, err = run("simulate", "--config", tmp_path / "c.json", "--input", tmp_path / "d.csv", "--runtime",
+                         "micropython", "--publish", "mqtt://127.0.0.1:9", "-o", tmp_path / "f.bin")
+    assert code == 2 and err.startswith("error: cannot reach the broker mqtt://127.0.0.1:9")
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_no_cached_umqtt_and_no_network_is_a_one_line_error(tmp_path, monkeypatch):

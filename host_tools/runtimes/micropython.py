@@ -9,6 +9,7 @@ would (the ``w`` suffix counts 32-bit words; docs/deployment.md).
 import json
 import os
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -178,6 +179,10 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
                          "device's TLS and password are set in device.mqtt (docs/deployment.md)")
     umqtt = umqtt_dir()
     exe = find_micropython()
+    try:  # the device would retry a dead broker with backoff until its timeout: say it now
+        socket.create_connection((conn.host, conn.port), timeout=10).close()
+    except OSError as e:
+        raise InputError("cannot reach the broker %s (%s)" % (conn.url, getattr(e, "strerror", None) or e))
     bundle = publisher_bundle()
     max_frame = frame_bound(cfg)
     index = {(e, q): i for i, (e, q, _, _) in enumerate(windows)}
