@@ -34,7 +34,8 @@ import numpy as np  # noqa: E402
 from bench_ingest_rate import retagger, template_frame  # noqa: E402
 
 import edgesynth as es  # noqa: E402
-from edgesynth.fleet.store import STORED, connect  # noqa: E402
+from edgesynth.fleet.backends import connect  # noqa: E402
+from edgesynth.fleet.store import STORED  # noqa: E402
 from edgesynth.fleet.verify import Verified, check  # noqa: E402
 from tests.pg_server import Server  # noqa: E402
 

@@ -65,7 +65,7 @@ _LAZY = {
     "revoke_keys": ("edgesynth.fleet.keys", "revoke_keys"),
     "unrevoke_keys": ("edgesynth.fleet.keys", "unrevoke_keys"),
     "Store": ("edgesynth.fleet.store", "Store"),
-    "connect_store": ("edgesynth.fleet.store", "connect"),
+    "connect_store": ("edgesynth.fleet.backends", "connect"),
     "ingest": ("edgesynth.fleet.storage", "ingest"),
     "migrate": ("edgesynth.fleet.storage", "migrate"),
     "gateway": ("edgesynth.fleet.gateway", "gateway"),
@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.demo import run_demo
     from edgesynth.evaluation.report import report
     from edgesynth.evaluation.scoring import evaluate
+    from edgesynth.fleet.backends import connect as connect_store
     from edgesynth.fleet.gateway import gateway
     from edgesynth.fleet.keys import (
         Keyring,
@@ -96,7 +97,6 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.fleet.publish import publish
     from edgesynth.fleet.storage import ingest, migrate
     from edgesynth.fleet.store import Store
-    from edgesynth.fleet.store import connect as connect_store
     from edgesynth.manual import docs_path, docs_topics
     from edgesynth.pipeline import synthesize
     from edgesynth.planning import combine, plan

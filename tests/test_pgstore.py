@@ -12,7 +12,8 @@ import pytest
 from edgesynth import agent
 from edgesynth.errors import InputError, StoreError
 from edgesynth.fleet import pgstore
-from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, config_id_of, connect
+from edgesynth.fleet.backends import connect
+from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, config_id_of
 from edgesynth.frames import parse_frame
 from tests.pg_server import PASSWORD, Server, binaries, free_port
 from tests.test_store import run

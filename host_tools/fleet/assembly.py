@@ -22,7 +22,7 @@ import logging
 import os
 
 from edgesynth.errors import InputError
-from edgesynth.fleet.store import connect
+from edgesynth.fleet.backends import connect
 from edgesynth.frames import parse_frame
 from edgesynth.mechanisms import build
 from edgesynth.merge import Merges
@@ -42,7 +42,7 @@ def merge_frames(store, devices=None, config_id=None, device_range=None):
 def assemble_store(store, devices=None, config_id=None, mechanism=None, force_sum=False, workers=None,
                    cluster=None):
     """The generator model (edgesynth.mechanisms) of the frames of ``store``
-    (an open store, or a path or URL that edgesynth.fleet.store.connect opens)
+    (an open store, or a path or URL that edgesynth.fleet.backends.connect opens)
     of ``devices`` (ids) and ``config_id``; the selected frames must have one
     configuration. ``workers`` (1..1024) or ``cluster`` ("tcp://host:port"):
     merge on Dask (module docstring); the result is the same."""

@@ -7,12 +7,13 @@ import itertools
 import os
 
 from edgesynth.errors import InputError
+from edgesynth.fleet.backends import connect
 from edgesynth.fleet.framefiles import listed
 from edgesynth.fleet.ingest import ingest as ingest_files
 from edgesynth.fleet.ingest import migrate as migrate_store
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
-from edgesynth.fleet.store import connect, require_schema_1
+from edgesynth.fleet.store import require_schema_1
 from edgesynth.stdio import read_once
 
 MAX_JOBS = 1024  # verification processes

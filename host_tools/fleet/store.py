@@ -169,17 +169,6 @@ def schema_1_frames(path):
         raise StoreError("%s: cannot read the schema-1 store (%s)" % (path, e))
 
 
-def connect(target, create=False):
-    """The open store at ``target``: a SQLite file path (Store), or a
-    postgresql:// or postgres:// URL (edgesynth.fleet.pgstore.PgStore, the
-    same rules for several concurrent writers). Every command opens its
-    store through here."""
-    from edgesynth.fleet.pgstore import PgStore, is_url  # it imports psycopg only to open a PgStore
-    if is_url(target):
-        return PgStore(target, create=create)
-    return Store(target, create=create)
-
-
 class Store:
     """An open store; use as a context manager.
 
