@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from edgesynth import agent
-from edgesynth.errors import InputError, StoreError
+from edgesynth.errors import InputError, StoreError, StoreWriteError
 from edgesynth.fleet import pgstore
 from edgesynth.fleet.backends import connect
 from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, config_id_of
@@ -278,3 +278,17 @@ def test_concurrent_first_ingests_create_the_store_once(url, cfg):
     assert sum(r.count(STORED) for r in results) == 6
     with connect(url) as st:
         assert sorted(st.frames()) == sorted(frames)
+
+
+def test_a_lost_connection_is_a_store_write_error_and_nothing_half_written(pg, url, cfg):
+    a, b, c = (make_frame(cfg, "w", e) for e in range(3))
+    with connect(url, create=True) as st:
+        assert st.put(rel(a)) == STORED
+        with pg.admin() as db:   # the server ends the writer's session, as a restart or a network cut would
+            db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                       (url.rsplit("/", 1)[1],))
+        with pytest.raises(StoreWriteError, match="cannot write the store") as e:
+            st.put_many([rel(b), rel(c)])
+        assert PASSWORD not in str(e.value) and "\n" not in str(e.value)
+    with connect(url) as st:
+        assert list(st.frames()) == [a]
