@@ -281,20 +281,26 @@ def read_into(fh, buf, n):
 
 
 def read_frames(path, key_for=None, require_tag=False):
-    """All releases in a file of any size, or stdin for "-" (streamed,
-    iter_file_frames); FrameError messages name the file and frame index."""
-    out = []
+    """All releases in a file of any size, or stdin for "-", as a list (see stream_frames)."""
+    return list(stream_frames(path, key_for, require_tag))
+
+
+def stream_frames(path, key_for=None, require_tag=False):
+    """Yield every release of a file of any size, or of stdin for "-", one
+    at a time (iter_file_frames); FrameError messages name the file and frame
+    index, and a file without frames is one."""
+    n = 0
     where = label(path)
     try:
         with open_input(path, "frames") as fh:
             for rel in iter_file_frames(fh, key_for, require_tag):
-                out.append(rel)
+                n += 1
+                yield rel
     except InputError as e:
         raise FrameError(str(e))
     except OSError as e:
         raise FrameError("%s: cannot read (%s)" % (where, e.strerror or e))
     except FrameError as e:
-        raise type(e)("%s: frame %d: %s" % (where, len(out), e))
-    if not out:
+        raise type(e)("%s: frame %d: %s" % (where, n, e))
+    if not n:
         raise FrameError("%s: %s" % (where, "no frames" if is_stdio(path) else "file is empty"))
-    return out

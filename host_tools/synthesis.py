@@ -14,8 +14,7 @@ from edgesynth.filekind import check as check_kind
 from edgesynth.fleet.assembly import assemble_store
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
-from edgesynth.frames import Release, iter_frames
-from edgesynth.frames import read_frames as read_frame_file
+from edgesynth.frames import Release, iter_frames, stream_frames
 from edgesynth.mechanisms import REGISTRY, load_generator
 from edgesynth.mechanisms import assemble as assemble_any
 from edgesynth.outputs import write_bytes
@@ -43,15 +42,15 @@ def frame_keys(key=None, keyring=None):
 
 
 def _bytes_frames(buf, label, key_for, require_tag):
-    out = []
+    n = 0
     try:
         for rel in iter_frames(bytes(buf), key_for, require_tag):
-            out.append(rel)
+            n += 1
+            yield rel
     except FrameError as e:
-        raise type(e)("%sframe %d: %s" % (label, len(out), e))
-    if not out:
+        raise type(e)("%sframe %d: %s" % (label, n, e))
+    if not n:
         raise FrameError("%sno frame in an empty byte string" % label)
-    return out
 
 
 def read_frames(source, key=None, keyring=None):
@@ -67,32 +66,36 @@ def read_frames(source, key=None, keyring=None):
     or InputError naming the kind of a file that holds no frames (a
     generator, a device config, ...) and the command that takes it.
     """
+    return list(stream_releases(source, key, keyring))
+
+
+def stream_releases(source, key=None, keyring=None):
+    """read_frames one release at a time: a file is read frame by frame, so
+    assembling holds one frame, not the list."""
     key_for, require_tag = frame_keys(key, keyring)
     items = source if isinstance(source, (list, tuple)) else [source]
     read_once(items)
-    out = []
     for i, item in enumerate(items):
         label = "" if items is not source else "frames[%d]: " % i
         if isinstance(item, Release):
-            out.append(item)
+            yield item
         elif isinstance(item, (bytes, bytearray, memoryview)):
-            out.extend(_bytes_frames(item, label, key_for, require_tag))
+            yield from _bytes_frames(item, label, key_for, require_tag)
         elif is_stdio(item):
             data = read_input(item, "frames")  # read whole: a wrong kind of file is then named from its bytes
             try:
-                out.extend(_bytes_frames(data, STDIN + ": ", key_for, require_tag))
+                yield from _bytes_frames(data, STDIN + ": ", key_for, require_tag)
             except FrameError:
                 check_kind(item, "frames", data)
                 raise
         elif isinstance(item, (str, os.PathLike)):
             try:
-                out.extend(read_frame_file(os.fspath(item), key_for=key_for, require_tag=require_tag))
+                yield from stream_frames(os.fspath(item), key_for=key_for, require_tag=require_tag)
             except FrameError:
                 check_kind(os.fspath(item), "frames")  # another edgesynth file: say which and what takes it
                 raise
         else:
             raise InputError("%sa frame source is a path, bytes or a Release, got %s" % (label, type(item).__name__))
-    return out
 
 
 class Generator:
@@ -221,7 +224,7 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
         raise InputError("--device, --config-hash, --workers and --cluster apply to a --store")
     if store is not None:
         return Generator(assemble_store(store, devices, config_id, mechanism, force_sum, workers, cluster))
-    return Generator(assemble_any(read_frames(frames, key=key, keyring=keyring), mechanism, force_sum))
+    return Generator(assemble_any(stream_releases(frames, key, keyring), mechanism, force_sum))
 
 
 def load(path):

@@ -213,3 +213,23 @@ def test_memory_does_not_grow_with_the_frame_count(tmp_path):
         tracemalloc.stop()
         assert gen.summary()["frames"] == n
     assert peaks[1] - peaks[0] < len(one) + 200 * 1000, peaks   # + the 1,800 more device ids in the metadata
+
+
+def test_frame_files_are_folded_one_frame_at_a_time(tmp_path):
+    """assemble over a frame file reads it frame by frame: 2,000 frames of
+    29 KB add only their de-duplication keys (~300 bytes a frame) over 200."""
+    cfg = es.plan({"t": (0, 50), "h": (0, 100)}, epsilon=1, ram="32K", device_runtime="c")
+    one = es.simulate(cfg, np.random.default_rng(0).uniform(0, 50, (500, 2)), seed=9, runtime="numpy",
+                      device_id="d0000000")
+    frames = clones(one, 2000)
+    peaks = []
+    for n in (200, 2000):
+        path = tmp_path / ("f%d.bin" % n)
+        path.write_bytes(b"".join(frames[:n]))
+        es.assemble(str(path))
+        tracemalloc.start()
+        gen = es.assemble(str(path))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert gen.summary()["frames"] == n
+    assert peaks[1] - peaks[0] < len(one) + 1800 * 400, peaks
