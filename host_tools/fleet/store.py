@@ -16,7 +16,7 @@ insert), in any delivery order:
   acknowledged and not stored again (a resend is free, privacy rule 5);
 * the same (device, epoch) with other bytes: a conflict. The frame is kept
   aside in the ``conflicts`` table, reported, and never returned by
-  ``releases()``: two noisings of one window cost 2 epsilon.
+  ``frames()`` or ``releases()``: two noisings of one window cost 2 epsilon.
 
 Refusing old frames (rollback) is the device ledger's job, not the store's.
 
