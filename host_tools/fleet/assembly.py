@@ -67,9 +67,10 @@ def assemble_store(store, devices=None, config_id=None, mechanism=None, force_su
 
 
 def _target(st):
-    """What a Dask task opens: the store's URL, or its path made absolute
-    (a local cluster's processes share this host's files)."""
-    target = st.path
+    """What a Dask task opens: the store's URL as given (``target``: a
+    PostgreSQL store's ``path`` hides the password), or its path made
+    absolute (a local cluster's processes share this host's files)."""
+    target = getattr(st, "target", st.path)
     return target if "://" in target else os.path.abspath(target)
 
 
