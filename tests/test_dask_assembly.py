@@ -9,27 +9,30 @@ from click.testing import CliRunner
 import edgesynth as es
 from edgesynth.cli import main
 from edgesynth.fleet import assembly
-from edgesynth.fleet.store import Store
 from edgesynth.frames import parse_frame
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra (dask[distributed]) is not installed")
 
 
-def make_store(path, cfg, d, devices, epochs=2):
+def make_store(target, cfg, d, devices, epochs=2):
+    """A store (a SQLite path or a postgresql:// URL) of ``devices`` x ``epochs`` frames."""
     rng = np.random.default_rng(11)
     frames = [es.simulate(cfg, rng.uniform(0, 50, size=(100, d)), seed=i * 10 + e, runtime="numpy",
                           device_id="dev%02d" % i, epoch=e) for i in range(devices) for e in range(epochs)]
-    with Store(str(path), create=True) as st:
+    with es.connect_store(str(target), create=True) as st:
         st.put_many([parse_frame(f)[0] for f in frames])
-    return str(path)
+    return str(target)
+
+
+def cdf_plan():
+    return es.plan({"t": (0, 50)}, epsilon="1/3", mechanism="cdf", ram="32K", bins=512, device_runtime="c")
 
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dask")
     hp = es.plan({"t": (0, 50), "h": (0, 100)}, epsilon=1, ram="32K", n_max=10 ** 4, device_runtime="c")
-    cdf = es.plan({"t": (0, 50)}, epsilon="1/3", mechanism="cdf", ram="32K", bins=512, device_runtime="c")
-    return {"privhp": make_store(tmp / "hp.db", hp, 2, 9), "cdf": make_store(tmp / "cdf.db", cdf, 1, 11)}
+    return {"privhp": make_store(tmp / "hp.db", hp, 2, 9), "cdf": make_store(tmp / "cdf.db", cdf_plan(), 1, 11)}
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +69,18 @@ def test_without_dask_or_scheduler_the_error_says_what_to_do(stores, monkeypatch
         es.assemble(store=stores["cdf"], workers=2)
     with pytest.raises(es.InputError, match="not both"):
         es.assemble(store=stores["cdf"], workers=2, cluster="tcp://127.0.0.1:9")
+
+
+def test_workers_read_a_postgresql_store_by_its_url(stores, cluster):
+    """Each task connects to the PostgreSQL store itself (the URL as given)."""
+    pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install 'edgesynth[postgres]')")
+    from tests.pg_server import Server, binaries
+    if binaries() is None:
+        pytest.skip("PostgreSQL server binaries not found (apt-get install postgresql; .ci/run installs it)")
+    srv = Server(fsync=False)
+    try:
+        url = make_store(srv.database("dask"), cdf_plan(), 1, 11)
+        got = es.assemble(store=url, cluster=cluster.scheduler_address).to_bytes()
+    finally:
+        srv.stop()
+    assert got == es.assemble(store=stores["cdf"]).to_bytes()
