@@ -94,7 +94,7 @@ def _password(url):
         secrets = [parts.password] + urllib.parse.parse_qs(parts.query).get("password", [])
     except ValueError:
         return []
-    return [s for s in secrets if s]
+    return [v for s in secrets if s for v in {s, urllib.parse.unquote(s)}]
 
 
 def _psycopg():
@@ -113,12 +113,12 @@ class PgStore:
     ``create=False`` (reading commands): every transaction is READ ONLY and the
     database must hold a store. ``create=True`` (ingest, gateway, migrate):
     create the tables if the database has none. ``path`` is the URL without its
-    password (for messages); ``target`` is the URL as given (to open it again,
-    e.g. in another process).
+    password, for messages (and what Dask workers are given: they take the
+    password from PGPASSWORD or ~/.pgpass).
     """
 
     def __init__(self, url, create=False):
-        self.target, self.path = url, label(url)
+        self.path = label(url)
         self._secrets = _password(url)
         self._cursors = itertools.count()
         psycopg = self._pg = _psycopg()
