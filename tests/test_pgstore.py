@@ -293,15 +293,3 @@ def test_a_lost_connection_is_a_store_write_error_and_nothing_half_written(pg, u
     with connect(url) as st:
         assert list(st.frames()) == [a]
 
-
-def test_dask_workers_read_a_postgresql_store_with_the_password_from_pgpassword(url, cfg, monkeypatch):
-    """The workers get the URL without its password (it never travels in a
-    task): they authenticate through PGPASSWORD (or ~/.pgpass) like any libpq
-    client, and the result is the single-process one to the byte."""
-    pytest.importorskip("distributed", reason="dask.distributed is not installed (edgesynth[cluster])")
-    import edgesynth as es
-    with connect(url, create=True) as st:
-        st.put_many([rel(make_frame(cfg, "d%02d" % i, e)) for i in range(12) for e in range(2)])
-    local = es.assemble(store=url).to_bytes()
-    monkeypatch.setenv("PGPASSWORD", PASSWORD)   # the local cluster's worker processes inherit it
-    assert es.assemble(store=url, workers=2).to_bytes() == local

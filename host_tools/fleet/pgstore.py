@@ -113,12 +113,12 @@ class PgStore:
     ``create=False`` (reading commands): every transaction is READ ONLY and the
     database must hold a store. ``create=True`` (ingest, gateway, migrate):
     create the tables if the database has none. ``path`` is the URL without its
-    password, for messages (and what Dask workers are given: they take the
-    password from PGPASSWORD or ~/.pgpass).
+    password, for messages; ``target`` the URL as given, for opening the store
+    again elsewhere (the Dask tasks of fleet.assembly).
     """
 
     def __init__(self, url, create=False):
-        self.path = label(url)
+        self.target, self.path = url, label(url)
         self._secrets = _password(url)
         self._cursors = itertools.count()
         psycopg = self._pg = _psycopg()
