@@ -13,6 +13,7 @@ the tests see the password path; the URLs carry it. ``fsync=False`` trades
 durability for speed (the tests kill nothing but backends); benchmarks keep
 the default, fsync on.
 """
+import atexit
 import glob
 import os
 import pwd
@@ -72,6 +73,7 @@ class Server:
             cmd += ["-c", "fsync=off", "-c", "full_page_writes=off"]
         self.log = open(os.path.join(self.dir, "postgres.log"), "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, **self.user)
+        atexit.register(self.stop)  # a run that dies before stop() leaves no server behind
         self.url = "postgresql://%s:%s@127.0.0.1:%d/postgres" % (USER, PASSWORD, self.port)
         self._wait()
         with self.admin() as db:
@@ -103,6 +105,8 @@ class Server:
         return self.url.rsplit("/", 1)[0] + "/" + name
 
     def stop(self):
+        if self.log.closed:
+            return
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # fast shutdown
             try:
