@@ -134,7 +134,7 @@ def main():
         lib_big = icpt * n_big + slope * n_big ** 2 / 2
         rows.append(["`keys new` extrapolated to %d devices%s" % (
                      n_big, " (the 16 MiB keyring cap; %d are refused)" % a.devices if a.devices > cap else ""),
-                     "%.0f + %.0f of CLI start-ups" % (lib_big, startup * n_big), "-",
+                     "%.0f (%.1f h) + %.1f h of CLI start-ups" % (lib_big, lib_big / 3600, startup * n_big / 3600), "-",
                      "%.0f" % ((lib_big + startup * n_big) / n_big * 1e6), "-"])
         derived_1k = float(rows[1][1])
         text = ("Keyring with a fleet master; ids `gw-0000000`...; files on the repository's ext4 disk. "
@@ -151,6 +151,8 @@ def main():
         text += ("\n\nPer 10^3 devices: derived export %.2f s wall vs `keys new` %.2f s (library) + %.0f s of CLI "
                  "start-ups: %.0fx.\n" % (derived_1k, e_wall, startup * a.explicit,
                                           (e_wall + startup * a.explicit) / derived_1k))
+        text += "Load average at the end: %s (other sessions' benchmarks and tests ran on both cores).\n" % (
+            " ".join("%.2f" % x for x in os.getloadavg()))
         print(text)
         if not a.no_append:
             C.results_append(text, title="bench_keys.py", elapsed=time.monotonic() - t_start)
