@@ -393,6 +393,8 @@ def export_keys(ring, devices, directory, force=False, progress=None):
     for dev in devices:
         if dev in ids:
             continue
+        if not isinstance(dev, str):  # device_id_bytes also takes an envelope's bytes; a file name needs str
+            raise InputError("device ids must be strings, got %s" % type(dev).__name__)
         try:
             ids[dev] = device_id_bytes(dev)
         except ConfigError as e:
