@@ -18,8 +18,8 @@ store every frame. Modes:
   (the same code with BATCH_FRAMES = 1), --jobs 1, into a store of 4 KiB
   pages (SQLite's default, what stores had before), on ``--old-frames``;
 * group commit --jobs 1 (verification in the ingest process), 4 KiB pages;
-* group commit --jobs 1, 64 KiB pages (new stores);
-* group commit --jobs 2 (verification in two worker processes), 64 KiB pages.
+* group commit --jobs 1, 8 KiB pages (new stores);
+* group commit --jobs 2 (verification in two worker processes), 8 KiB pages.
 
 "Where the time goes" is measured in this process over the same frames,
 stage by stage: reading the files, splitting the envelopes, verify (HMAC +
@@ -94,9 +94,9 @@ def write_spool(directory, n, frame):
 
 
 def small_page_store(path):
-    """An empty store of 4 KiB pages, as stores were made before 64 KiB pages."""
+    """An empty store of 4 KiB pages, as stores were made before 8 KiB pages."""
     schema = store_mod._SCHEMA
-    store_mod._SCHEMA = schema.replace("PRAGMA page_size = 65536;", "")
+    store_mod._SCHEMA = schema.replace("PRAGMA page_size = 8192;", "")
     try:
         with Store(path, create=True) as st:
             assert st.db.execute("PRAGMA page_size").fetchone()[0] == 4096
@@ -185,8 +185,8 @@ def main():
         size = len(frame(0))
         modes = [("old path: a transaction per frame, 4 KiB pages, --jobs 1", old_spool, a.old_frames, 1, True, True),
                  ("group commit, 4 KiB pages, --jobs 1", spool, a.frames, 1, False, True),
-                 ("group commit, 64 KiB pages, --jobs 1", spool, a.frames, 1, False, False),
-                 ("group commit, 64 KiB pages, --jobs 2", spool, a.frames, 2, False, False)]
+                 ("group commit, 8 KiB pages, --jobs 1", spool, a.frames, 1, False, False),
+                 ("group commit, 8 KiB pages, --jobs 2", spool, a.frames, 2, False, False)]
         got = {m[0]: [] for m in modes}
         empty = os.path.join(work, "empty")
         os.makedirs(empty, exist_ok=True)

@@ -98,10 +98,9 @@ def _limit_store(monkeypatch, limit):
 
 
 @pytest.mark.parametrize("how", ["max_page_count", "failing_commit"])
-def test_full_disk_stops_with_what_is_stored_and_loses_nothing(env, make_config, monkeypatch, how):
+def test_full_disk_stops_with_what_is_stored_and_loses_nothing(env, monkeypatch, how):
     tmp, ring, keys, frame = env
-    big = make_config(d=1, r=14, k=512, w=256, j=1)   # ~9.6 KB frames: a few fill a 64 KiB page
-    frames = [frame("a", e, e, n=200, cfg=big) for e in range(40)]
+    frames = [frame("a", e, e, n=200) for e in range(40)]
     f = tmp / "many.bin"
     f.write_bytes(b"".join(frames))
     db = tmp / "s.db"

@@ -53,10 +53,11 @@ _COLUMNS = """
     digest TEXT NOT NULL,
     config_id TEXT NOT NULL,
     raw BLOB NOT NULL"""
-# 64 KiB pages (SQLite's largest): a ~30 KB frame is one or two pages, not
-# eight, which halves the CPU and WAL traffic of ingest; set before any table.
+# 8 KiB pages: a 26 KB frame takes 4 pages instead of 7, a third less CPU per
+# insert than 4 KiB, and overflow pages stay full (64 KiB pages would save a
+# little more CPU but leave ~20% of each page empty). Set before any table.
 _SCHEMA = """
-PRAGMA page_size = 65536;
+PRAGMA page_size = 8192;
 PRAGMA application_id = %d;
 PRAGMA user_version = %d;
 CREATE TABLE frames (%s,

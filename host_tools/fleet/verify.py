@@ -13,6 +13,7 @@ bounded whatever the input size.
 import collections
 import concurrent.futures
 import os
+import signal
 import threading
 import time
 
@@ -140,6 +141,9 @@ _key_for = None
 def _start_worker(keyring_path):
     global _key_for
     _key_for = load_keyring(keyring_path).key_for
+    # Ctrl-C reaches the whole process group: the ingest process stops the
+    # pool itself, so a worker must not die of it (with a traceback) mid-task.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A pool's workers outlive a parent killed by SIGKILL (they wait on a queue
     # whose other end they hold themselves): leave when the parent is gone.
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
