@@ -129,5 +129,7 @@ def kill_campaign(directory, kills, seed=0, per_round=5, devices=3, per_device=1
 
 
 def test_kill_minus_9_loses_no_acknowledged_frame(tmp_path):
-    s = kill_campaign(str(tmp_path), kills=6, seed=1, per_round=3, devices=2, per_device=60)
+    # enough frames for ~20 group commits per run: a run lasts long enough for kills to land
+    # between commits (with 120 frames, one batch, runs ended before most kills)
+    s = kill_campaign(str(tmp_path), kills=6, seed=1, per_round=3, devices=2, per_device=2500)
     assert s["kills"] == 6 and s["lost"] == 0
