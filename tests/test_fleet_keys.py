@@ -304,3 +304,18 @@ def test_micropython_main_loop_tags_with_an_exported_derived_key(tmp_path):
     reports = []
     assert es.ingest([str(board / "frames.bin")], str(tmp_path / "s.db"), ring, on_frame=reports.append).ok
     assert [(r.device, r.result) for r in reports] == [("gw-5", "stored"), ("gw-5", "stored")]
+
+
+def test_a_change_that_would_pass_the_size_cap_is_refused_and_can_still_be_undone(tmp_path, monkeypatch):
+    """load() refuses a keyring above MAX_KEYRING, so _rewrite must never write one: revoke/unrevoke could
+    no longer read it to undo the change."""
+    from edgesynth.fleet import keys
+    ring = fleet_ring(tmp_path / "k.json")
+    es.revoke_keys(ring, ["d1"])
+    before = open(ring, "rb").read()
+    monkeypatch.setattr(keys, "MAX_KEYRING", len(before) + 40)
+    with pytest.raises(InputError, match="above the %d-byte limit; nothing changed" % (len(before) + 40)):
+        es.revoke_keys(ring, ["device-%03d" % i for i in range(20)])
+    assert open(ring, "rb").read() == before
+    assert load(ring).revoked() == ["d1"]
+    assert es.unrevoke_keys(ring, ["d1"]).revoked() == [] and load(ring).revoked() == []

@@ -278,8 +278,13 @@ def _rewrite(path, change):
             if ring._master is not None:
                 doc["master"] = ring._master.hex()
             doc["revoked"] = ring.revoked()
-        with atomic_output(path, "w", perms=0o600, encoding="utf-8") as fh:
-            fh.write(json.dumps(doc, indent=1) + "\n")
+        data = (json.dumps(doc, indent=1) + "\n").encode("utf-8")
+        if len(data) > MAX_KEYRING:  # load() would refuse it, and then no command could undo the change
+            raise InputError("%s: the keyring would be %d bytes, above the %d-byte limit; nothing changed "
+                             "(revoke fewer devices, or drop explicit keys a fleet master can derive)"
+                             % (path, len(data), MAX_KEYRING))
+        with atomic_output(path, "wb", perms=0o600) as fh:
+            fh.write(data)
         return ring
     finally:
         os.close(lock)
