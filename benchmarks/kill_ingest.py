@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--kills", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--devices", type=int, default=3)
-    ap.add_argument("--per-device", type=int, default=400)
+    ap.add_argument("--per-device", type=int, default=2500)  # ~30 group commits per run
     ap.add_argument("--no-append", action="store_true")
     a = ap.parse_args()
     t0 = time.monotonic()
