@@ -5,6 +5,7 @@ import itertools
 import multiprocessing
 import os
 import random
+import re
 import sys
 
 import pytest
@@ -57,10 +58,8 @@ def rel(buf):
 
 
 def state(st):
-    """Everything a store holds, comparable across backends (the frames as
-    frames() streams them; releases() while the SQLite store lacks frames())."""
-    raws = list(st.frames()) if hasattr(st, "frames") else [r.raw for r in st.releases()]
-    return st.stats(), st.keys(), st.conflicts(), raws
+    """Everything a store holds, comparable across backends (the frames as frames() streams them)."""
+    return st.stats(), st.keys(), st.conflicts(), list(st.frames())
 
 
 def test_store_rules_in_any_order_match_sqlite(url, tmp_path, cfg):
@@ -205,6 +204,17 @@ def test_frames_stream_in_device_epoch_order_and_ranges_cover_them(url, cfg, mon
         st.put_many([rel(b) for b in frames.values()])
     want = [frames[k] for k in sorted(frames, key=lambda k: (k[0].encode(), k[1]))]   # bytewise, as SQLite
     with connect(url) as st:
+        it = st.frames()
+        assert next(it) == want[0]
+        # streamed by a server-side cursor, not fetched whole: frames()'s own
+        # session (pg_cursors lists only a session's own cursors) is inside a
+        # transaction, its last statement a FETCH from edgesynth_frames_N
+        with psycopg.connect(url) as db:
+            seen = db.execute("SELECT state, query FROM pg_stat_activity WHERE datname = current_database() "
+                              "AND pid <> pg_backend_pid() AND pid <> %s", (st.db.info.backend_pid,)).fetchall()
+        assert len(seen) == 1 and seen[0][0] == "idle in transaction", seen
+        assert re.fullmatch(r'FETCH FORWARD 3 FROM "?edgesynth_frames_\d+"?', seen[0][1]), seen
+        it.close()
         assert list(st.frames()) == want
         assert list(st.frames(devices=["a", "B"])) == [frames["B", e] for e in (0, 1, 3)] + \
             [frames["a", e] for e in (0, 1, 3)]
@@ -251,7 +261,7 @@ def test_unreachable_bad_or_wrong_targets_are_one_line_errors(env, pg, url, monk
     f.write_bytes(frame("a", 0, 0))
     base = "postgresql://edgesynth:%s@127.0.0.1" % PASSWORD
     cases = [(base + ":%d/x" % free_port(), "cannot connect"),
-             (base + ":notaport/x", "not a valid postgresql:// URL"),
+             (base + ":notaport/x", "cannot connect"),           # libpq's message on the port
              ("postgres://edgesynth:%s@[::1/x" % PASSWORD, "not a valid postgresql:// URL"),
              (base + ":%d/no_such_db" % pg.port, 'database "no_such_db" does not exist'),
              ("postgresql://edgesynth:wrong-pw@127.0.0.1:%d/postgres" % pg.port, "password authentication failed")]
@@ -293,3 +303,86 @@ def test_a_lost_connection_is_a_store_write_error_and_nothing_half_written(pg, u
     with connect(url) as st:
         assert list(st.frames()) == [a]
 
+
+
+def test_a_put_while_frames_streams_commits_before_its_ack(url, cfg):
+    """frames() streams on a connection of its own: a put meanwhile is
+    committed when it returns (another session sees it, closing the iterator
+    changes nothing), two iterators read in any order both finish, and a
+    batch inside a caller's open transaction is refused (its results would
+    come before the commit)."""
+    frames = [make_frame(cfg, "p%d" % d, 0) for d in range(4)]
+    with connect(url, create=True) as st:
+        st.put_many([rel(b) for b in frames[:3]])
+        it = st.frames()
+        assert next(it) == frames[0]
+        assert st.put(rel(frames[3])) == STORED
+        with psycopg.connect(url) as db:
+            assert db.execute("SELECT count(*) FROM frames").fetchone()[0] == 4
+        it.close()
+        with psycopg.connect(url) as db:
+            assert db.execute("SELECT count(*) FROM frames").fetchone()[0] == 4
+        a, b = st.frames(), st.frames()
+        assert next(a) == next(b) == frames[0]
+        assert list(a) == frames[1:] and list(b) == frames[1:]
+        with st.db.transaction():
+            with pytest.raises(StoreWriteError, match="inside an open transaction"):
+                st.put(rel(make_frame(cfg, "q", 0)))
+        assert st.count() == 4
+
+
+def test_read_committed_whatever_the_database_default(pg, url, cfg):
+    """Under a database default of REPEATABLE READ the insert that waited for
+    a racing writer would be a serialization error; the store sets READ
+    COMMITTED, so the loser is a CONFLICT."""
+    import threading
+    import time
+    with pg.admin() as db:
+        db.execute("ALTER DATABASE \"%s\" SET default_transaction_isolation = 'repeatable read'"
+                   % url.rsplit("/", 1)[1])
+    mine, theirs = rel(make_frame(cfg, "r", 0)), rel(make_frame(cfg, "r", 0, seed=b"racer"))
+    with connect(url, create=True) as st, psycopg.connect(url) as racer:
+        assert st.db.execute("SHOW transaction_isolation").fetchone()[0] == "read committed"
+        racer.execute("INSERT INTO frames VALUES (%s, %s, %s, %s, %s, %s)",
+                      (theirs.device, theirs.epoch, theirs.seq, theirs.payload_digest, config_id_of(theirs),
+                       theirs.raw))                 # not committed yet: our insert must wait for it
+        out = []
+        t = threading.Thread(target=lambda: out.append(_catch(st.put, mine)))
+        t.start()
+        deadline = time.monotonic() + 20
+        while not racer.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = "
+                                "'Lock'", (st.db.info.backend_pid,)).fetchone()[0]:
+            assert time.monotonic() < deadline, "the put never waited for the racing insert"
+            time.sleep(0.05)
+        racer.commit()
+        t.join(20)
+    assert out == [CONFLICT]
+    with connect(url) as st:
+        assert list(st.frames()) == [theirs.raw] and len(st.conflicts()) == 1
+
+
+def _catch(f, *args):
+    try:
+        return f(*args)
+    except Exception as e:  # the test compares it with the wanted result
+        return "%s: %s" % (type(e).__name__, e)
+
+
+def test_every_password_parameter_is_masked(pg):
+    url = "postgresql://edgesynth:upw@127.0.0.1:%d/db?sslpassword=k3y-pw&password=p-pw&sslmode=disable" % free_port()
+    shown = pgstore.label(url + "&SSLPassword=k4y")
+    assert "sslmode=disable" in shown and "127.0.0.1" in shown
+    assert not any(s in shown for s in ("upw", "k3y-pw", "p-pw", "k4y")), shown
+    for target, msg in ((url, "cannot connect"), (url + "&SSLPassword=k4y", "not a valid")):  # libpq: case matters
+        with pytest.raises(StoreError, match=msg) as e:
+            connect(target)
+        assert not any(s in str(e.value) for s in ("upw", "k3y-pw", "p-pw", "k4y")), str(e.value)
+
+
+def test_a_multi_host_url_is_libpqs_to_judge(pg):
+    """libpq's multi-host URLs are valid: a dead pair of hosts is a connect error."""
+    url = ("postgresql://edgesynth@127.0.0.1:%d,127.0.0.1:%d/db?target_session_attrs=read-write"
+           % (free_port(), free_port()))
+    with pytest.raises(StoreError, match="cannot connect") as e:
+        connect(url)
+    assert "not a valid" not in str(e.value)

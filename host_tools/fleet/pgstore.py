@@ -18,6 +18,11 @@ entries in the same order and two batches cannot deadlock. A batch's inserts
 are pipelined (psycopg's executemany): one round trip, still one statement
 per frame, in order.
 
+Isolation: every connection sets READ COMMITTED itself, whatever the
+database's default_transaction_isolation (under REPEATABLE READ or
+SERIALIZABLE the insert that waited for a racing writer would fail with a
+serialization error instead of reading that writer's row).
+
 Durability: a batch is one transaction with ``synchronous_commit=on``; its
 results are returned only after COMMIT returned, i.e. after the server has
 flushed its WAL (as far as the server's ``fsync`` setting and disks honour it).
@@ -27,7 +32,9 @@ version). Only writers (``create=True``: ingest, gateway, migrate) create the
 tables, in one transaction under an advisory lock, so concurrent first ingests
 are safe and nobody sees half of a store; tables named ``frames`` or
 ``conflicts`` that edgesynth did not make are refused and left alone. Readers
-run every transaction READ ONLY.
+run every transaction READ ONLY. frames() streams on a connection of its own,
+so a put on the store's connection meanwhile commits at once (an ack only
+after commit) and several frames() iterators can be read in any order.
 
 psycopg is imported here only, when a PostgreSQL store is opened: SQLite users
 never need it (``pip install edgesynth[postgres]``).
@@ -73,8 +80,14 @@ def is_url(target):
     return bool(sep) and scheme.lower() in SCHEMES
 
 
+def _secret(name):
+    """True for a URL parameter that holds a secret: ``password``,
+    ``sslpassword`` and any other name ending in "password"."""
+    return name.lower().endswith("password")
+
+
 def label(url):
-    """``url`` without its password (in the user info or a ``password=``
+    """``url`` without its passwords (in the user info or any ``...password=``
     parameter): the store's name in messages."""
     try:
         parts = urllib.parse.urlsplit(url)
@@ -82,18 +95,19 @@ def label(url):
         if "@" in netloc:
             user, host = netloc.rsplit("@", 1)
             netloc = user.split(":", 1)[0] + "@" + host
-        query = "&".join(q for q in parts.query.split("&") if q and q.split("=", 1)[0].lower() != "password")
+        query = "&".join(q for q in parts.query.split("&") if q and not _secret(q.split("=", 1)[0]))
         return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
     except ValueError:
         return "%s://(a malformed URL)" % url.partition("://")[0]
 
 
 def _password(url):
-    try:
-        parts = urllib.parse.urlsplit(url)
-        secrets = [parts.password] + urllib.parse.parse_qs(parts.query).get("password", [])
-    except ValueError:
-        return []
+    """The secrets in ``url`` (as given and %-decoded), to mask in libpq's
+    messages; split by hand, not urlsplit, so that a URL urlsplit refuses
+    (libpq then quotes it whole) still has its password found."""
+    netloc = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0]
+    secrets = [netloc.rpartition("@")[0].partition(":")[2]]
+    secrets += [v for k, vs in urllib.parse.parse_qs(url.partition("?")[2]).items() if _secret(k) for v in vs]
     return [v for s in secrets if s for v in {s, urllib.parse.unquote(s)}]
 
 
@@ -122,23 +136,19 @@ class PgStore:
         self._secrets = _password(url)
         self._cursors = itertools.count()
         psycopg = self._pg = _psycopg()
+        # libpq's own parser: it takes every URL libpq takes (multi-host
+        # postgresql://u@h1:5432,h2:5433/db included); a bad port is libpq's connect error
         try:
-            urllib.parse.urlsplit(url).port  # a malformed host or port: say so before libpq does
-            opts = psycopg.conninfo.conninfo_to_dict(url)
-        except (ValueError, psycopg.Error) as e:
-            raise StoreError("%s: not a valid postgresql:// URL (%s)" % (self.path, self._say(e)))
-        opts.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
-        opts.setdefault("application_name", "edgesynth")
-        try:
-            self.db = psycopg.connect(autocommit=True, **opts)
+            self._opts = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error as e:
-            raise StoreError("%s: cannot connect (%s)" % (self.path, self._say(e)))
+            raise StoreError("%s: not a valid postgresql:// URL (%s)" % (self.path, self._say(e)))
+        self._opts.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
+        self._opts.setdefault("application_name", "edgesynth")
+        self.db = self._connect(read_only=not create)
         try:
             if create:
                 self.db.execute("SET synchronous_commit TO on")  # whatever the server's default
                 self._create()
-            else:
-                self.db.execute("SET default_transaction_read_only TO on")
             self._check()
         except psycopg.Error as e:
             self.db.close()
@@ -146,6 +156,22 @@ class PgStore:
         except StoreError:
             self.db.close()
             raise
+
+    def _connect(self, read_only):
+        """A new autocommit connection, READ COMMITTED (module docstring) and,
+        for ``read_only``, every transaction READ ONLY; StoreError if it fails."""
+        try:
+            db = self._pg.connect(autocommit=True, **self._opts)
+        except self._pg.Error as e:
+            raise StoreError("%s: cannot connect (%s)" % (self.path, self._say(e)))
+        try:
+            db.execute("SET default_transaction_isolation TO 'read committed'")
+            if read_only:
+                db.execute("SET default_transaction_read_only TO on")
+        except self._pg.Error as e:
+            db.close()
+            raise StoreError("%s: cannot connect (%s)" % (self.path, self._say(e)))
+        return db
 
     def _say(self, e):
         """psycopg's message on one line, without the password."""
@@ -204,7 +230,7 @@ class PgStore:
 
     def put(self, rel):
         """Store one verified Release in its own transaction; STORED, DUPLICATE
-        or CONFLICT once committed. StoreWriteError: nothing of it written."""
+        or CONFLICT once committed. StoreWriteError: not acknowledged (see put_many)."""
         return self.put_many([rel])[0]
 
     def put_many(self, rels):
@@ -212,7 +238,16 @@ class PgStore:
         once COMMIT returned. A frame repeated in ``rels`` is a DUPLICATE (or a
         CONFLICT) the second time, as in separate transactions. Raises
         StoreWriteError when the transaction fails (the server unreachable, a
-        full disk): then nothing of it was written."""
+        full disk): then none of it is acknowledged; it may or may not have
+        been committed (a connection lost during COMMIT leaves the outcome
+        unknown), and putting the same frames again is safe (they come back
+        STORED or DUPLICATE). Also a StoreWriteError, before writing anything,
+        when the connection is inside a transaction (a caller's
+        ``db.transaction()``): this batch would only be a savepoint of it,
+        not committed when its results are returned."""
+        if self.db.info.transaction_status != self._pg.pq.TransactionStatus.IDLE:
+            raise StoreWriteError("%s: cannot write the store inside an open transaction (the results would "
+                                  "come before the commit)" % self.path)
         rels = list(rels)
         # (device, epoch) order for the locks (see the module docstring); the
         # sort is stable, so repeats of one window keep their given order
@@ -269,21 +304,27 @@ class PgStore:
     def frames(self, devices=None, config_id=None, device_range=None):
         """The stored frames' bytes (never the conflicts), ordered by (device,
         epoch), streamed through a server-side cursor FETCH_ROWS rows at a
-        time (memory independent of the number of frames).
+        time (memory independent of the number of frames), on a read-only
+        connection of its own opened at the first frame and closed when the
+        iterator ends or is closed: writes on this store meanwhile commit as
+        usual, and several iterators may be read in any order.
 
         devices: only these ids; config_id: only this configuration;
         device_range: (lo, hi), lo <= device < hi, either None for unbounded.
         """
         where, args = _where(devices, config_id, device_range)
-        name = "edgesynth_frames_%d" % next(self._cursors)  # frames() may be open twice on one connection
+        name = "edgesynth_frames_%d" % next(self._cursors)  # a distinct name for each iterator (pg_cursors)
+        db = self._connect(read_only=True)
         try:
-            with self.db.transaction(), self.db.cursor(name=name, binary=True) as cur:
+            with db.transaction(), db.cursor(name=name, binary=True) as cur:
                 cur.itersize = FETCH_ROWS
                 cur.execute("SELECT raw FROM frames%s ORDER BY device, epoch" % where, args)
                 for (raw,) in cur:
                     yield bytes(raw)
         except self._pg.Error as e:
             raise StoreError("%s: cannot read the store (%s)" % (self.path, self._say(e)))
+        finally:
+            db.close()
 
     def config_ids(self, devices=None, device_range=None):
         """Sorted distinct configuration ids of the selected frames (as frames())."""
