@@ -319,3 +319,68 @@ def test_a_change_that_would_pass_the_size_cap_is_refused_and_can_still_be_undon
     assert open(ring, "rb").read() == before
     assert load(ring).revoked() == ["d1"]
     assert es.unrevoke_keys(ring, ["d1"]).revoked() == [] and load(ring).revoked() == []
+
+
+def test_gateway_keyring_reader_sees_a_revocation_made_before_it_started_or_with_the_same_mtime(tmp_path):
+    """The keyring's identity is taken from the fd read, not stat-ed after the store is connected (a revoke
+    in between was never picked up), and compared as (inode, mtime, size), not mtime alone."""
+    from edgesynth.fleet.gateway import _keyring_reader
+    ring = fleet_ring(tmp_path / "k.json", revoked=["d3"])
+    loaded = load(ring)
+    es.revoke_keys(ring, ["d2"])  # between the gateway's load and its first batch
+    current = _keyring_reader(ring, loaded)
+    assert current()("d1") is not None and current()("d2") is None
+    with open(ring) as held:  # the old inode stays in use, so the new file cannot get its number
+        st = os.fstat(held.fileno())
+        es.unrevoke_keys(ring, ["d3"])
+        es.revoke_keys(ring, ["d4"])  # same size ("d3" -> "d4"); a new inode, and the old mtime put back
+        os.utime(ring, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert os.stat(ring).st_size == st.st_size and os.stat(ring).st_mtime_ns == st.st_mtime_ns
+        assert current()("d3") is not None and current()("d4") is None
+
+
+def test_gateway_keyring_reader_refuses_to_keep_stale_keys_while_the_keyring_cannot_be_read(tmp_path):
+    from edgesynth.fleet.gateway import _keyring_reader
+    ring = fleet_ring(tmp_path / "k.json")
+    current = _keyring_reader(ring, load(ring))
+    es.revoke_keys(ring, ["d2"])
+    os.chmod(ring, 0o644)
+    for _ in range(2):  # not once: every call until the file loads again
+        with pytest.raises(InputError, match="accessible by other users"):
+            current()
+    os.chmod(ring, 0o600)
+    assert current()("d2") is None and current()("d1") is not None
+
+
+def test_running_gateway_answers_retry_while_its_keyring_cannot_be_read(tmp_path, frame):
+    """A revoked device's frame must not be stored under the keys read before: 'retry' (non-final) and a
+    status line until the keyring loads again; then the revocation holds."""
+    from tests.mqtt_broker import Broker
+    from tests.test_mqtt import Gateway, _raw_publish
+    ring = fleet_ring(tmp_path / "k.json")
+    (tmp_path / "broker").mkdir()
+    broker = Broker(tmp_path / "broker")
+    gw = None
+    try:
+        gw = Gateway(broker.url, tmp_path / "gw.db", ring)
+        gw.wait_subscribed()
+        d2, d1_2 = frame(ring, "d2", 1), frame(ring, "d1", 2)
+        assert _raw_publish(broker.url, "edgesynth/d1/frames/1", frame(ring, "d1", 1), "d1")["result"] == "stored"
+        es.revoke_keys(ring, ["d2"])
+        os.chmod(ring, 0o644)
+        r = _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")
+        assert r["result"] == "retry" and "cannot read its keyring" in r["reason"] and "k.json" not in r["reason"], r
+        assert _raw_publish(broker.url, "edgesynth/d1/frames/2", d1_2, "d1")["result"] == "retry"
+        assert sum("cannot read the keyring again" in line for line in gw.err) == 1, gw.err
+        os.chmod(ring, 0o600)
+        r = _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")
+        assert r["result"] == "rejected" and "revoked" in r["reason"], r
+        assert gw.finish(signal.SIGTERM) == 0
+        assert any("keyring read again" in line for line in gw.err), gw.err
+        with es.connect_store(tmp_path / "gw.db") as st:
+            assert [(r.device, r.epoch) for r in st.releases()] == [("d1", 1)]
+    finally:
+        if gw is not None and gw.proc.poll() is None:
+            gw.proc.kill()
+            gw.proc.wait(10)
+        broker.stop()

@@ -24,7 +24,7 @@ import time
 from edgesynth.errors import FrameError, IngestStopped, InputError, StoreWriteError
 from edgesynth.fleet.broker import FRAMES, as_connection, receipt, receipt_topic, topic_device
 from edgesynth.fleet.ingest import REJECTED, Outcome, Report, stored_report
-from edgesynth.fleet.keys import Keyring
+from edgesynth.fleet.keys import Keyring, file_identity
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.storage import open_store
 from edgesynth.frames import parse_frame, refusal, split_envelope
@@ -41,7 +41,7 @@ RECONNECT_MAX = 5.0     # s: longest wait between reconnection attempts
 class _Gateway:
     def __init__(self, conn, store, keys, report, stop, client_id, max_frame, status):
         self.conn, self.store, self.keys, self.stop, self.status = conn, store, keys, stop, status
-        self.key_for = keys()
+        self.key_for, self.keyring_failure = keys(), None
         self.client_id = client_id
         self.max_frame = max_frame
         self.outcome = Outcome()
@@ -88,12 +88,14 @@ class _Gateway:
         """Verify the batch, commit its frames in one transaction, then per
         message, in order: report, receipt, PUBACK."""
         batch, self.batch, self.batch_bytes = self.batch, [], 0
-        self.key_for = self.keys()  # a keyring file changed since the last batch is read again
+        self._reload_keys()
         checked = []  # (message, topic's device, Release or None, reason refused; RETRY: device unknown)
         for msg in batch:
             device = topic_device(msg.topic)
             rel, reason = None, self._refusal(msg.payload, device)
-            if reason is None and self.key_for(device) is None and refusal(self.key_for, device) is None:
+            if reason is None and self.keyring_failure is not None:
+                reason = RETRY  # never verified (nor stored) under keys that may since have been revoked
+            elif reason is None and self.key_for(device) is None and refusal(self.key_for, device) is None:
                 reason = RETRY  # our keyring lacks the device: not the frame's fault (revoked: parse_frame says so)
             if reason is None:
                 try:
@@ -122,14 +124,34 @@ class _Gateway:
                                                                     r.reason), qos=1)
             self.client.ack(msg.mid, msg.qos)
 
+    def _reload_keys(self):
+        """Take the keyring file's current keys (read again if it changed). A
+        keyring that cannot be read is said once on the status line, and
+        until it loads again every frame is answered 'retry' (_flush)."""
+        try:
+            self.key_for = self.keys()
+        except InputError as e:
+            if self.keyring_failure != str(e):
+                self.status("cannot read the keyring again (%s): every frame is answered 'retry' (the devices keep "
+                            "them) until it loads" % e)
+            self.keyring_failure = str(e)
+            return
+        if self.keyring_failure is not None:
+            self.status("keyring read again: frames are verified and stored")
+        self.keyring_failure = None
+
     def _retry(self, msg, device):
-        """Answer a frame of a device the keyring does not know (yet) with a
-        non-final "retry" receipt: the device keeps it and sends it again,
-        and a key added to the keyring file meanwhile is picked up."""
-        self.status("no key for device %r in the keyring: answered 'retry' (the device keeps the frame); add its "
-                    "key with `edgesynth keys new`" % device)
-        self.client.publish(receipt_topic(device), receipt(msg.payload, RETRY, reason="no key for device %r at the "
-                                                           "gateway" % device), qos=1)
+        """Answer a frame with a non-final "retry" receipt: the device keeps
+        it and sends it again. Either the keyring does not know the device
+        (yet; a key added to the keyring file meanwhile is picked up) or it
+        cannot be read at the moment."""
+        if self.keyring_failure is not None:
+            why = "the gateway cannot read its keyring"
+        else:
+            why = "no key for device %r at the gateway" % device
+            self.status("no key for device %r in the keyring: answered 'retry' (the device keeps the frame); add "
+                        "its key with `edgesynth keys new`" % device)
+        self.client.publish(receipt_topic(device), receipt(msg.payload, RETRY, reason=why), qos=1)
         self.client.ack(msg.mid, msg.qos)
 
     def _refusal(self, data, device):
@@ -217,31 +239,36 @@ def gateway(broker, store, keyring, *, on_frame=None, stop=None, on_status=None,
     reached at start or refuses the connection.
     """
     conn = as_connection(broker, cafile=cafile, cert=cert, key=key, username=username, password=password)
-    with open_store(store, keyring) as (st, key_for):
-        gw = _Gateway(conn, st, _keyring_reader(keyring, key_for), on_frame or (lambda r: None),
+    ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)  # its identity: of the bytes read
+    with open_store(store, ring) as (st, _):
+        gw = _Gateway(conn, st, _keyring_reader(keyring, ring), on_frame or (lambda r: None),
                       stop or (lambda: False), client_id, max_frame, on_status or (lambda line: None))
         return gw.run()
 
 
-def _keyring_reader(keyring, key_for):
-    """A callable giving the current ``key_for``: a keyring path is read
-    again when its modification time has changed, so a device added with
-    `edgesynth keys new` while the gateway runs is known from then on."""
+def _keyring_reader(keyring, ring):
+    """A callable giving the current ``key_for``. ``keyring``: a Keyring
+    (then always ``ring``) or the path ``ring`` was loaded from, which is
+    read again whenever its (inode, mtime, size) differs from those of the
+    bytes last read (Keyring.identity, an fstat of the fd read, so a change
+    made during or after a load is seen next time), so a device added with
+    `edgesynth keys new` or revoked while the gateway runs is known from
+    then on. Raises InputError while the file cannot be read or is not a
+    valid keyring (removed, wrong mode, too large): the old keys are not
+    used then, since they may hold devices revoked since. Writers replace
+    the file by an atomic rename, so a half-written keyring is never read."""
     if isinstance(keyring, Keyring):
-        return lambda: key_for
-    path, seen = os.fspath(keyring), {"mtime": _mtime(keyring), "key_for": key_for}
+        return lambda: ring.key_for
+    path, seen = os.fspath(keyring), {"ring": ring, "failed": False}
 
     def current():
-        m = _mtime(path)
-        if m != seen["mtime"]:
-            with contextlib.suppress(InputError):  # a keyring half-written by another process: next time
-                seen["key_for"], seen["mtime"] = load_keyring(path).key_for, m
-        return seen["key_for"]
+        try:
+            now = file_identity(os.stat(path))
+        except OSError:
+            now = None
+        if seen["failed"] or now != seen["ring"].identity:
+            seen["failed"] = True
+            seen["ring"] = load_keyring(path)
+            seen["failed"] = False
+        return seen["ring"].key_for
     return current
-
-
-def _mtime(path):
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return None

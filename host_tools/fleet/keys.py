@@ -101,10 +101,13 @@ def check_device_id(device_id):
 class Keyring:
     """Device id -> key bytes, loaded from ``path`` (see module docstring):
     ``keys`` the explicit keys, ``master`` the fleet master (32 bytes) or
-    None, ``revoked`` the revoked device ids."""
+    None, ``revoked`` the revoked device ids. ``identity``: (st_ino,
+    st_mtime_ns, st_size) of the file that was read (fstat of the fd read;
+    None if none was), so a reader can tell whether the file has changed since."""
 
-    def __init__(self, path, keys, master=None, revoked=()):
+    def __init__(self, path, keys, master=None, revoked=(), identity=None):
         self.path = path
+        self.identity = identity
         self._keys = keys
         self._master = master
         self._prk = hkdf_extract(b"", master) if master is not None else None
@@ -210,7 +213,8 @@ def load(path, missing_ok=False):
     except OSError as e:
         raise InputError("%s: cannot read keyring (%s)" % (path, e.strerror or e))
     with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fh.fileno()).st_mode
+        st = os.fstat(fh.fileno())
+        mode, identity = st.st_mode, file_identity(st)
         if not stat.S_ISREG(mode):
             raise InputError("%s: keyring is not a regular file" % path)
         data = fh.read(MAX_KEYRING + 1)
@@ -237,14 +241,20 @@ def load(path, missing_ok=False):
         if extra:
             raise InputError("%s: a format %d keyring cannot hold %s (format %d can)"
                              % (path, FORMAT, " or ".join(map(repr, extra)), FLEET_FORMAT))
-        return Keyring(path, keys)
+        return Keyring(path, keys, identity=identity)
     master = _key_bytes(path, "the fleet master", doc["master"]) if "master" in doc else None
     revoked = doc.get("revoked", [])
     if not isinstance(revoked, list) or not all(isinstance(d, str) for d in revoked):
         raise InputError("%s: 'revoked' must be a list of device ids" % path)
     if len(set(revoked)) != len(revoked):
         raise InputError("%s: a device is listed twice in 'revoked'; remove one of the two entries" % path)
-    return Keyring(path, keys, master, [_listed_id(path, d) for d in revoked])
+    return Keyring(path, keys, master, [_listed_id(path, d) for d in revoked], identity)
+
+
+def file_identity(st):
+    """(st_ino, st_mtime_ns, st_size) of an os.stat_result: changes when the
+    keyring is replaced (a rename gives a new inode) or written in place."""
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _listed_id(path, device_id):
