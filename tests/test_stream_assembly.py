@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import edgesynth as es
-from edgesynth.errors import InputError, MergeError
+from edgesynth.errors import InputError, MergeError, StoreError
+from edgesynth.fleet import assembly
 from edgesynth.fleet.store import Store
 from edgesynth.frames import parse_frame, split_envelope
 from edgesynth.mechanisms import REGISTRY
@@ -233,3 +234,27 @@ def test_frame_files_are_folded_one_frame_at_a_time(tmp_path):
         tracemalloc.stop()
         assert gen.summary()["frames"] == n
     assert peaks[1] - peaks[0] < len(one) + 1800 * 400, peaks
+
+
+def test_a_damaged_stored_frame_names_the_store_and_where(tmp_path):
+    """A stored frame that no longer decodes (a damaged disk or database) is a
+    StoreError naming the store and the frame's place, not a bare frame error."""
+    import sqlite3
+    cfg, d = plans()["cdf"]
+    db = make_store(tmp_path / "s.db", windows_frames(cfg, d, [("a", 0), ("b", 0), ("b", 1), ("c", 0)]))
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE frames SET raw = ? WHERE device = 'b' AND epoch = 1", (b"\x00garbage",))
+    with pytest.raises(StoreError) as e:
+        es.assemble(store=db)
+    msg = str(e.value)
+    assert msg.startswith(db + ": stored frame 3 of the selection (after device 'b' epoch 0")
+    assert "bad magic" in msg and msg.endswith("(the store is damaged)") and "\n" not in msg
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE frames SET raw = ? WHERE device = 'a'", (b"\x00garbage",))
+    with pytest.raises(StoreError, match=r"stored frame 1 of the selection \(the first, in device order\)"):
+        es.assemble(store=db)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE frames SET raw = ? WHERE device = 'c'", (b"\x00garbage",))
+    with Store(db) as st, pytest.raises(StoreError, match=r"\(the first from device 'c', in device order\)"):
+        assembly.merge_frames(st, device_range=("c", None))   # a Dask task's range
+

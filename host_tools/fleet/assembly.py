@@ -21,7 +21,7 @@ edgesynth's code, so they are as trusted as this process.
 import logging
 import os
 
-from edgesynth.errors import InputError
+from edgesynth.errors import FrameError, InputError, StoreError
 from edgesynth.fleet.backends import connect
 from edgesynth.frames import parse_frame
 from edgesynth.mechanisms import build
@@ -32,10 +32,22 @@ CLUSTER_TIMEOUT_S = 30
 
 
 def merge_frames(store, devices=None, config_id=None, device_range=None):
-    """The running merge (Merges) of an open store's selected frames, streamed."""
+    """The running merge (Merges) of an open store's selected frames, streamed.
+    A stored frame that does not decode is a StoreError naming the store and
+    where the frame is (the store holds only frames that decoded when stored)."""
     merges = Merges(unique=False)
-    for raw in store.frames(devices, config_id, device_range):
-        merges.add(parse_frame(raw)[0])
+    rel = None
+    for i, raw in enumerate(store.frames(devices, config_id, device_range)):
+        try:
+            rel = parse_frame(raw)[0]
+        except FrameError as e:
+            # the frame's own device id is in the bytes that failed: say where it is instead
+            where = ("after device %r epoch %d" % (rel.device, rel.epoch) if rel is not None else
+                     "the first" + (" from device %r" % device_range[0] if device_range and device_range[0]
+                                    else ""))
+            raise StoreError("%s: stored frame %d of the selection (%s, in device order): %s (the store is "
+                             "damaged)" % (store.path, i + 1, where, e)) from e
+        merges.add(rel)
     return merges
 
 
