@@ -1,5 +1,6 @@
 """assemble on Dask: a tree reduction over device ranges of the store, each
 worker process opening the store itself, gives the single-process bytes."""
+import subprocess
 import sys
 
 import numpy as np
@@ -87,3 +88,23 @@ def test_workers_read_a_postgresql_store_by_its_url(stores, cluster):
         srv.stop()
     assert got == es.assemble(store=stores["cdf"]).to_bytes()
 
+
+def test_a_failed_dask_merge_is_one_error_line(stores, tmp_path, cluster, monkeypatch):
+    """A damaged stored frame on --workers 1: stderr is the one error line (no
+    worker log or traceback); an error that is not edgesynth's (here a task
+    that divides by zero) is an InputError "the Dask merge failed: ..."."""
+    import shutil
+    import sqlite3
+    db = str(tmp_path / "bad.db")
+    shutil.copy(stores["cdf"], db)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE frames SET raw = ? WHERE device = 'dev03' AND epoch = 1", (b"\x00garbage",))
+    r = subprocess.run([sys.executable, "-c", "from edgesynth.cli import main; main()", "assemble", "--store", db,
+                        "--workers", "1", "-o", str(tmp_path / "g.bin")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("error: %s: stored frame" % db) and "(after device 'dev03' epoch 0" in r.stderr
+    monkeypatch.setattr(assembly, "_merge_part", lambda *args: 1 // 0)   # pickled by value: runs on the workers
+    with pytest.raises(es.InputError, match=r"^the Dask merge failed: ZeroDivisionError: integer division or modulo "
+                                            r"by zero$"):
+        es.assemble(store=stores["cdf"], cluster=cluster.scheduler_address)

@@ -21,7 +21,7 @@ edgesynth's code, so they are as trusted as this process.
 import logging
 import os
 
-from edgesynth.errors import FrameError, InputError, StoreError
+from edgesynth.errors import EdgesynthError, FrameError, InputError, StoreError
 from edgesynth.fleet.backends import connect
 from edgesynth.frames import parse_frame
 from edgesynth.mechanisms import build
@@ -108,8 +108,9 @@ def _dask_merge(st, devices, config_id, workers, cluster):
     try:
         if cluster is None:
             # the scheduler's HTTP server on a free local port: a fixed one collides with any other cluster
+            # and worker logs silenced below CRITICAL: a task's error is reported once, as one line, below
             local = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                 dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+                                 dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
             client = Client(local)
         else:
             client = Client(cluster, timeout=CLUSTER_TIMEOUT_S)
@@ -125,7 +126,12 @@ def _dask_merge(st, devices, config_id, workers, cluster):
         while len(parts) > 1:  # pairwise, adjacent: device order is kept
             paired = [client.submit(_combine, a, b, pure=False) for a, b in zip(parts[::2], parts[1::2])]
             parts = paired + parts[len(paired) * 2:]
-        return parts[0].result()
+        try:
+            return parts[0].result()
+        except EdgesynthError:
+            raise  # a task's own error (a damaged store, a bad selection) as raised
+        except Exception as e:  # KilledWorker, CancelledError, a worker without edgesynth...
+            raise InputError("the Dask merge failed: %s: %s" % (type(e).__name__, " ".join(str(e).split()))) from e
     finally:
         client.close()
         if local is not None:
