@@ -258,3 +258,24 @@ def test_a_damaged_stored_frame_names_the_store_and_where(tmp_path):
     with Store(db) as st, pytest.raises(StoreError, match=r"\(the first from device 'c', in device order\)"):
         assembly.merge_frames(st, device_range=("c", None))   # a Dask task's range
 
+
+def test_the_dask_combine_leaves_its_inputs_unchanged():
+    """_combine builds a new merge: Dask may run a combine again on the same inputs."""
+    cfg, d = plans()["cdf"]
+    rels = [parse_frame(f)[0] for f in windows_frames(cfg, d, [("a", 0), ("b", 0), ("c", 0)], seed=4)]
+    left, right, whole = Merges(unique=False), Merges(unique=False), Merges(unique=False)
+    for r in rels[:2]:
+        left.add(r)
+    right.add(rels[2])
+    for r in rels:
+        whole.add(r)
+    def gen(m):
+        return REGISTRY["cdf"].build(m, m.select("cdf").result()).to_bytes()
+
+    before = [gen(m) for m in (left, right)]
+    both = assembly._combine(left, right)
+    again = assembly._combine(left, right)
+    assert [gen(m) for m in (left, right)] == before
+    assert (left.frames, left.devices, right.frames) == (2, ["a", "b"], 1)
+    assert gen(both) == gen(again) == gen(whole)
+    assert both.devices == ["a", "b", "c"] and both.frames == 3

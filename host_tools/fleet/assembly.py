@@ -23,6 +23,7 @@ import os
 
 from edgesynth.errors import EdgesynthError, FrameError, InputError, StoreError
 from edgesynth.fleet.backends import connect
+from edgesynth.fleet.pgstore import is_url
 from edgesynth.frames import parse_frame
 from edgesynth.mechanisms import build
 from edgesynth.merge import Merges
@@ -83,7 +84,7 @@ def _target(st):
     PostgreSQL store's ``path`` hides the password), or its path made
     absolute (a local cluster's processes share this host's files)."""
     target = getattr(st, "target", st.path)
-    return target if "://" in target else os.path.abspath(target)
+    return target if is_url(target) else os.path.abspath(target)
 
 
 def _merge_part(target, devices, config_id, device_range):
@@ -93,9 +94,12 @@ def _merge_part(target, devices, config_id, device_range):
 
 
 def _combine(left, right):
-    """A Dask task: the merge of two adjacent ranges (``left``'s devices first)."""
-    left.absorb(right)
-    return left
+    """A Dask task: the merge of two adjacent ranges (``left``'s devices
+    first), a new Merges: Dask may hand the same inputs to a retried task."""
+    merged = Merges(unique=False)
+    merged.absorb(left)  # Merge folds copy on write: neither input is changed
+    merged.absorb(right)
+    return merged
 
 
 def _dask_merge(st, devices, config_id, workers, cluster):
