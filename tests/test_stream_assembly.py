@@ -194,6 +194,9 @@ def test_store_read_contract(tmp_path):
             assert sum(got, []) == frames and all(got)
             assert max(map(len, got)) - min(map(len, got)) <= 40 // len(ranges) + 1
         assert len(st.device_ranges(4)) == 4                             # all configurations
+        for bad in (0, -1, True, 2.0, "2", None):
+            with pytest.raises(InputError, match="parts must be a positive integer"):
+                st.device_ranges(bad)
 
 
 def test_memory_does_not_grow_with_the_frame_count(tmp_path):

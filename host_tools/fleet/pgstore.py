@@ -42,8 +42,8 @@ never need it (``pip install edgesynth[postgres]``).
 import itertools
 import urllib.parse
 
-from edgesynth.errors import InputError, StoreError, StoreWriteError
-from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, Store, config_id_of
+from edgesynth.errors import StoreError, StoreWriteError
+from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, Store, check_parts, config_id_of
 
 SCHEMES = ("postgresql", "postgres")
 MARK = "edgesynth_store"                       # the marker table's name
@@ -336,8 +336,7 @@ class PgStore:
         lo and last hi None, each hi the next lo), cut at the devices that start
         each 1/parts of the frames (of ``config_id`` if given) in (device,
         epoch) order: roughly equal frame counts, a device never split."""
-        if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
-            raise InputError("parts must be a positive integer, not %r" % (parts,))
+        check_parts(parts)
         where, args = _where(None, config_id, None)
         n = self._read("SELECT COUNT(*) FROM frames%s" % where, args)[0][0]
         marks = sorted({1 + k * n // parts for k in range(parts)})

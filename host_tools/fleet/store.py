@@ -70,6 +70,12 @@ PRAGMA journal_mode = WAL;
 STORED, DUPLICATE, CONFLICT = "stored", "duplicate", "conflict"
 
 
+def check_parts(parts):
+    """InputError unless ``parts`` (device_ranges' count) is an int >= 1 (not a bool)."""
+    if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
+        raise InputError("parts must be a positive integer, not %r" % (parts,))
+
+
 def config_id_of(rel):
     """One id for a release's public configuration: its mechanisms' ids joined
     (the id `inspect` and `assemble --json` show; a kind without ids counts by kind)."""
@@ -333,6 +339,7 @@ class Store:
         Every frame of a device falls in one range. One pass over the device
         column (the primary key's index alone when no other configuration is
         stored)."""
+        check_parts(parts)
         if config_id and self.config_ids() == [config_id]:
             config_id = None
         sql, args = self._select("device", None, config_id)
