@@ -51,21 +51,25 @@ class Server:
         if bindir is None:
             raise FileNotFoundError("PostgreSQL server binaries not found (apt-get install postgresql)")
         self.dir = tempfile.mkdtemp(prefix="edgesynth-pg-")
-        self.user = {}
-        if os.geteuid() == 0:
-            pw = pwd.getpwnam("nobody")
-            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
-            self.user = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
-        data = os.path.join(self.dir, "data")
-        pwfile = os.path.join(self.dir, "pw")
-        with open(pwfile, "w") as fh:
-            fh.write(PASSWORD + "\n")
-        if self.user:
-            os.chown(pwfile, self.user["user"], self.user["group"])
-        subprocess.run([os.path.join(bindir, "initdb"), "-D", data, "-U", USER, "--pwfile", pwfile,
-                        "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8",
-                        "--no-sync"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       cwd=self.dir, **self.user)
+        try:  # the directory holds the password file: never left behind by a failed initdb
+            self.user = {}
+            if os.geteuid() == 0:
+                pw = pwd.getpwnam("nobody")
+                os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+                self.user = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+            data = os.path.join(self.dir, "data")
+            pwfile = os.path.join(self.dir, "pw")
+            with open(pwfile, "w") as fh:
+                fh.write(PASSWORD + "\n")
+            if self.user:
+                os.chown(pwfile, self.user["user"], self.user["group"])
+            subprocess.run([os.path.join(bindir, "initdb"), "-D", data, "-U", USER, "--pwfile", pwfile,
+                            "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8",
+                            "--no-sync"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           cwd=self.dir, **self.user)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.port = free_port()
         cmd = [os.path.join(bindir, "postgres"), "-D", data, "-k", self.dir, "-p", str(self.port),
                "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=50"]

@@ -386,3 +386,21 @@ def test_a_multi_host_url_is_libpqs_to_judge(pg):
     with pytest.raises(StoreError, match="cannot connect") as e:
         connect(url)
     assert "not a valid" not in str(e.value)
+
+
+def test_a_failed_initdb_leaves_no_password_file(tmp_path, monkeypatch):
+    import subprocess
+    import tempfile
+
+    from tests import pg_server
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "initdb").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "initdb").chmod(0o755)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(pg_server, "binaries", lambda: str(fake))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with pytest.raises((subprocess.CalledProcessError, OSError)):
+        Server()
+    assert list(temp.iterdir()) == []
