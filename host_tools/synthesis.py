@@ -197,10 +197,12 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
     frames: frame bytes (one or several frames back to back), Release
         objects, frame file paths, or a list of them (see read_frames, with
         ``key``/``keyring``).
-    store: instead of frames, an ingest store (a path or es.Store), whose
-        frames were verified when stored; ``devices`` (list of ids) and
-        ``config_id`` select among them. Its frames are streamed: memory
-        does not grow with their number.
+    store: instead of frames, an ingest store (a SQLite path, a
+        postgresql:// URL, or an open store from es.connect_store: es.Store
+        or a PostgreSQL store), whose frames were verified when stored;
+        ``devices`` (list of ids) and ``config_id`` select among them. Its
+        frames are streamed: memory does not grow with their number (except
+        for profile, whose merge keeps every frame's sketch).
     workers: with ``store``, merge on a local Dask cluster of this many
         processes (1..1024); cluster: or on the running dask.distributed
         scheduler at this address ("tcp://host:port"), whose workers open

@@ -4,7 +4,8 @@ The store yields its frames one at a time in (device, epoch) order
 (Store.frames); each is decoded again (the database is only as trusted as its
 disk) and folded into a running merge (edgesynth.merge.Merges), then dropped:
 memory holds one merged state and the device ids, whatever the number of
-frames. The store already keeps one frame per (device, epoch) and never
+frames (but a profile's merge keeps every frame's sketch: they concatenate).
+The store already keeps one frame per (device, epoch) and never
 returns conflicts, so no per-frame de-duplication is needed.
 
 With ``workers`` (a local Dask cluster of that many processes) or ``cluster``
