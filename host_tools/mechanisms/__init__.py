@@ -37,14 +37,14 @@ def load_generator(data, source="generator"):
     raise InputError("%s is not an edgesynth generator (assemble writes one)" % source)
 
 
-def assemble(releases, mechanism=None, force_sum=False, unique=True):
+def assemble(releases, mechanism=None, force_sum=False):
     """The generator of ``mechanism`` (default: the only kind present) from
     verified ``releases`` (any iterable, folded in one at a time: memory
-    does not grow with their number); ``force_sum`` is the profile's
-    --force-sum; ``unique`` de-duplicates resends and refuses two frames for
-    one window (a store's frames need neither). The frames state which
-    channels are integer."""
-    merges = Merges(unique)
+    does not grow with their number); resends are de-duplicated and two
+    frames for one window refused (a store's frames go through
+    fleet.assembly instead). ``force_sum`` is the profile's --force-sum.
+    The frames state which channels are integer."""
+    merges = Merges()
     for rel in releases:
         merges.add(rel)
     return build(merges, mechanism, force_sum)
