@@ -38,21 +38,22 @@ def frame_bounds(m, kind, max_int_span):
         raise SchemaError("%s.lo and %s.hi must list 1..%d bounds each, as many of one as of the other"
                           % (kind, kind, MAX_CHANNELS))
     integer = []
+    ordered = True   # every real channel has lo < hi and a finite float64 span (integer ones do, checked here)
     for i, (a, b) in enumerate(zip(lo, hi)):
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b)):
+        if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool) and not isinstance(b, bool):
             if not (abs(a) < EXACT_F64 and abs(b) < EXACT_F64 and 0 < b - a <= max_int_span):
                 raise SchemaError("%s channel %d: integer bounds must satisfy lo < hi, a span of at most %d "
                                   "and magnitudes below 2**53" % (kind, i, max_int_span))
             integer.append(True)
-        elif all(isinstance(v, float) and math.isfinite(v) for v in (a, b)):
+        elif isinstance(a, float) and isinstance(b, float) and math.isfinite(a) and math.isfinite(b):
             integer.append(False)
+            ordered = ordered and a < b and math.isfinite(b - a)  # Python floats are float64: numpy's result
         else:
             raise SchemaError("%s channel %d: lo and hi must be two integers (an integer channel) or two "
                               "finite float64 values" % (kind, i))
-    lo, hi = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
-    if not np.all(lo < hi) or not np.all(np.isfinite(hi - lo)):
+    if not ordered:
         raise SchemaError("%s bounds must satisfy lo < hi with a finite span" % kind)
-    return lo, hi, integer
+    return np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64), integer
 
 
 def cell_integers(q, parts, lo, hi):

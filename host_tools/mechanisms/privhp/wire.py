@@ -1,5 +1,6 @@
 """Host view of a PrivHP mechanism state: schema check of the decoded map,
 numpy arrays, merge, and the noise bookkeeping that merging needs."""
+import functools
 import hashlib
 
 import numpy as np
@@ -19,6 +20,11 @@ MAX_CHANNELS = 16
 # Objects of the largest legal map (frames.MAX_OBJECTS): the map, its keys and
 # values, lo/hi/names of MAX_CHANNELS, sigma of MAX_DEPTH + 1, budget's pair.
 MAX_OBJECTS = 1 + 2 * len(KEYS) + 3 * MAX_CHANNELS + MAX_DEPTH + 1 + 2
+# config ids of recent public configurations (a fleet sends one or a few):
+# the id is a pure function of them, and hashing their reprs costs more per
+# frame than looking them up. Cleared when full, so bounded whatever the input.
+_IDS = {}
+MAX_IDS = 256
 
 
 def _int(m, name, lo, hi):
@@ -64,8 +70,9 @@ class PrivHPState:
         s.q = _int(m, "q", 1, MAX_Q)
         s.clamp_p = _int(m, "clamp_p", 0, MAX_Q)
         sigma = m["sigma"]
+        # exact ints (msgpack decodes integers to int, never a subclass but bool)
         if not isinstance(sigma, list) or len(sigma) != s.r + 1 or \
-                not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_Q for x in sigma):
+                not set(map(type, sigma)) <= {int} or min(sigma) < 1 or max(sigma) > MAX_Q:
             raise SchemaError("privhp.sigma must list r+1 positive integers")
         s.sigma = list(sigma)
         if m["hash_p"] != HASH_P:
@@ -79,7 +86,7 @@ class PrivHPState:
             raise SchemaError("privhp.budget does not equal (sum(sigma) + clamp_p) / q")
         s.budget = (budget[0], budget[1])
         for lvl, p in enumerate(s.sigma):
-            check_scale("privhp level %d" % lvl, (s.j if lvl > s.L else 1) * s.q * factor, p)
+            check_scale("privhp level %d", (s.j if lvl > s.L else 1) * s.q * factor, p, lvl)
         if s.clamp_p:
             check_scale("privhp clamp counter", s.q * factor, s.clamp_p)
         per = 8 if s.sketch == "cs" else 4
@@ -103,17 +110,27 @@ class PrivHPState:
     def _variances(self, frames):
         """Per-counter noise variances of ``frames`` merged frames: (tree
         levels, sketch levels, clamp counter), summed one frame at a time."""
-        t = self.q * self.factor
-        tree = np.array([dlap_variance(t, p) for p in self.sigma[:self.L + 1]])
-        sketch = np.array([dlap_variance(self.j * t, p) for p in self.sigma[self.L + 1:]])
-        clamp = np.float64(dlap_variance(t, self.clamp_p) if self.clamp_p else 0.0)
+        tree, sketch, clamp = _frame_variances(self.q * self.factor, self.j, tuple(self.sigma), self.L,
+                                               self.clamp_p)
         if frames > 1:
-            tree, sketch, clamp = repeated_sum(tree, frames), repeated_sum(sketch, frames), repeated_sum(clamp, frames)
-        return tree, sketch, float(clamp)
+            return repeated_sum(tree, frames), repeated_sum(sketch, frames), float(repeated_sum(clamp, frames))
+        return tree.copy(), sketch.copy(), float(clamp)
 
     def config_id(self):
         """Hex digest of every public parameter but the integer flags (see
-        accumulate); equal ids can be merged."""
+        accumulate); equal ids can be merged. Looked up in _IDS by the
+        parameters' exact values (floats by their bytes: -0.0 is not 0.0)."""
+        key = (tuple(self.names), self.lo.tobytes(), self.hi.tobytes(), self.r, self.k, self.w, self.j,
+               self.sketch, self.q, tuple(self.sigma), self.clamp_p, self.factor, self.hash.tobytes(),
+               self.hash.shape)
+        cid = _IDS.get(key)
+        if cid is None:
+            if len(_IDS) >= MAX_IDS:
+                _IDS.clear()
+            cid = _IDS[key] = self._config_digest()
+        return cid
+
+    def _config_digest(self):
         h = hashlib.sha256()
         for part in (self.names, self.lo.tolist(), self.hi.tolist(), self.r, self.k, self.w, self.j,
                      self.sketch, self.q, self.sigma, self.clamp_p, self.factor):
@@ -151,6 +168,17 @@ class PrivHPState:
         # the same config bins alike whichever way a frame writes its bounds:
         # a channel stays integer when every frame says so (older agents' say real)
         self.integer = [a and b for a, b in zip(self.integer, other.integer)]
+
+@functools.lru_cache(maxsize=256)
+def _frame_variances(t, j, sigma, L, clamp_p):
+    """(tree levels, sketch levels, clamp) noise variances of one frame of
+    scale factor ``t`` (q times the relation factor): read-only arrays, since
+    every frame of a config shares them (callers copy before adding)."""
+    tree = np.array([dlap_variance(t, p) for p in sigma[:L + 1]])
+    sketch = np.array([dlap_variance(j * t, p) for p in sigma[L + 1:]])
+    tree.flags.writeable = sketch.flags.writeable = False
+    return tree, sketch, np.float64(dlap_variance(t, clamp_p) if clamp_p else 0.0)
+
 
 def _block(m, name, dtype, count):
     b = m[name]
