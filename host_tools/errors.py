@@ -44,6 +44,21 @@ class BadTag(FrameError):
     """The HMAC tag is missing or does not verify."""
 
 
+class Refused(BadTag):
+    """Raised by a ``key_for`` (e.g. Keyring.key_for) for a device whose
+    frames are refused for good, such as one revoked in the keyring; parse_frame
+    lets it through as the frame's error. The message may name host files (for
+    local errors); ``public`` says why without them (a device's receipt),
+    and is the message itself when not given (a message relabelled by a reader)."""
+
+    def __init__(self, message, public=None):
+        super().__init__(message)
+        self.public = message if public is None else public
+
+    def __reduce__(self):  # pickled by ingest's verify workers: two arguments, not self.args
+        return type(self), (str(self), self.public)
+
+
 class BadPayload(FrameError):
     """The payload is not valid msgpack within the decoding limits."""
 

@@ -186,20 +186,13 @@ def _check_top(p):
         raise SchemaError("mechs must list 1..%d mechanism states" % MAX_MECHANISMS)
 
 
-def refusal(key_for, device):
-    """Why ``key_for`` refuses ``device`` for good (e.g. it is revoked), or
-    None: when ``key_for`` is a keyring's method (Keyring.key_for), its
-    keyring's ``refusal(device)``. A plain function has no reasons."""
-    why = getattr(getattr(key_for, "__self__", None), "refusal", None)
-    return why(device) if why is not None else None
-
-
 def parse_frame(buf, pos=0, key_for=None, require_tag=False):
     """Decode and validate the frame at ``buf[pos:]``.
 
-    ``key_for(device_id)`` returns the device's HMAC key or None. A frame whose
-    device has a key must carry a valid tag; ``require_tag`` rejects untagged
-    frames outright. Returns (Release, end offset).
+    ``key_for(device_id)`` returns the device's HMAC key or None, or raises
+    edgesynth.errors.Refused (passed on) for a device refused for good (revoked).
+    A frame whose device has a key must carry a valid tag; ``require_tag``
+    rejects untagged frames outright. Returns (Release, end offset).
     """
     device, start, end, tag, stop = split_envelope(buf, pos)
     key = key_for(device) if key_for else None
@@ -213,7 +206,7 @@ def parse_frame(buf, pos=0, key_for=None, require_tag=False):
             raise BadTag("tag of the frame from %r does not verify" % device)
         verified = True
     elif require_tag:
-        raise BadTag(refusal(key_for, device) or "no key known for device %r; cannot verify its frame" % device)
+        raise BadTag("no key known for device %r; cannot verify its frame" % device)
     with memoryview(buf) as view:
         payload = decode_payload(view[start:end])
     _check_top(payload)

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 import edgesynth as es
 from edgesynth import agent
 from edgesynth.cli import main
-from edgesynth.errors import InputError
+from edgesynth.errors import InputError, Refused
 from edgesynth.fleet.keys import DEVICE_INFO, hkdf, hkdf_expand, hkdf_extract, load, new_fleet_key, new_key
+from edgesynth.frames import parse_frame
 
 MASTER = bytes(range(32))
 
@@ -137,7 +138,9 @@ def test_derived_key_frames_ingest_and_a_revoked_device_is_refused_by_name(tmp_p
     assert es.ingest([str(first)], db, ring).counts["stored"] == 3
     code, out, err = run("keys", "revoke", "d2", "--keyring", ring)
     assert code == 0 and "1 device(s) revoked" in out
-    assert load(ring).key_for("d2") is None and load(ring).revoked() == ["d2"]
+    with pytest.raises(Refused, match="device 'd2' is revoked in the keyring .*k.json"):
+        load(ring).key_for("d2")
+    assert load(ring).revoked() == ["d2"]
     second = tmp_path / "second.bin"
     second.write_bytes(b"".join(frame(tmp_path / "k.json", d, 2) for d in ("d1", "explicit-1"))
                        + _tagged_before_revocation(frame, tmp_path, "d2", 2))
@@ -256,6 +259,7 @@ def test_running_gateway_refuses_a_device_revoked_meanwhile(tmp_path, frame):
         es.revoke_keys(ring, ["d2"])
         r = _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")
         assert r["result"] == "rejected" and "device 'd2' is revoked" in r["reason"], r
+        assert str(tmp_path) not in r["reason"] and "k.json" not in r["reason"]  # the host's path stays local
         es.unrevoke_keys(ring, ["d2"])
         assert _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")["result"] == "stored"
         assert gw.finish(signal.SIGTERM) == 0
@@ -329,14 +333,14 @@ def test_gateway_keyring_reader_sees_a_revocation_made_before_it_started_or_with
     loaded = load(ring)
     es.revoke_keys(ring, ["d2"])  # between the gateway's load and its first batch
     current = _keyring_reader(ring, loaded)
-    assert current()("d1") is not None and current()("d2") is None
+    assert current()("d1") is not None and _revoked(current(), "d2")
     with open(ring) as held:  # the old inode stays in use, so the new file cannot get its number
         st = os.fstat(held.fileno())
         es.unrevoke_keys(ring, ["d3"])
         es.revoke_keys(ring, ["d4"])  # same size ("d3" -> "d4"); a new inode, and the old mtime put back
         os.utime(ring, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert os.stat(ring).st_size == st.st_size and os.stat(ring).st_mtime_ns == st.st_mtime_ns
-        assert current()("d3") is not None and current()("d4") is None
+        assert current()("d3") is not None and _revoked(current(), "d4")
 
 
 def test_gateway_keyring_reader_refuses_to_keep_stale_keys_while_the_keyring_cannot_be_read(tmp_path):
@@ -349,7 +353,7 @@ def test_gateway_keyring_reader_refuses_to_keep_stale_keys_while_the_keyring_can
         with pytest.raises(InputError, match="accessible by other users"):
             current()
     os.chmod(ring, 0o600)
-    assert current()("d2") is None and current()("d1") is not None
+    assert _revoked(current(), "d2") and current()("d1") is not None
 
 
 def test_running_gateway_answers_retry_while_its_keyring_cannot_be_read(tmp_path, frame):
@@ -384,3 +388,24 @@ def test_running_gateway_answers_retry_while_its_keyring_cannot_be_read(tmp_path
             gw.proc.kill()
             gw.proc.wait(10)
         broker.stop()
+
+
+def _revoked(key_for, device):
+    try:
+        key_for(device)
+    except Refused:
+        return True
+    return False
+
+
+def test_a_wrapped_key_for_keeps_the_revocation_reason(tmp_path, frame):
+    """The reason travels with key_for's own error, not by introspecting it (key_for.__self__.refusal): a
+    wrapper, as a caller may add for caching or logging, still gets "revoked", never a plain missing key."""
+    ring = fleet_ring(tmp_path / "k.json")
+    data = frame(ring, "d2", 1)
+    es.revoke_keys(ring, ["d2"])
+    keys = load(ring)
+    for key_for in (keys.key_for, lambda device: keys.key_for(device)):
+        with pytest.raises(Refused, match="device 'd2' is revoked in the keyring") as e:
+            parse_frame(data, 0, key_for=key_for, require_tag=True)
+        assert e.value.public == "device 'd2' is revoked"

@@ -21,13 +21,13 @@ import contextlib
 import os
 import time
 
-from edgesynth.errors import FrameError, IngestStopped, InputError, StoreWriteError
+from edgesynth.errors import FrameError, IngestStopped, InputError, Refused, StoreWriteError
 from edgesynth.fleet.broker import FRAMES, as_connection, receipt, receipt_topic, topic_device
 from edgesynth.fleet.ingest import REJECTED, Outcome, Report, stored_report
 from edgesynth.fleet.keys import Keyring, file_identity
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.storage import open_store
-from edgesynth.frames import parse_frame, refusal, split_envelope
+from edgesynth.frames import parse_frame, split_envelope
 
 MAX_FRAME = 1 << 20     # bytes: larger messages are rejected unread (files of any size go through ingest)
 BATCH_BYTES = 16 << 20  # bytes of messages in one batch at most (the broker's message_size_limit bounds one)
@@ -95,11 +95,14 @@ class _Gateway:
             rel, reason = None, self._refusal(msg.payload, device)
             if reason is None and self.keyring_failure is not None:
                 reason = RETRY  # never verified (nor stored) under keys that may since have been revoked
-            elif reason is None and self.key_for(device) is None and refusal(self.key_for, device) is None:
-                reason = RETRY  # our keyring lacks the device: not the frame's fault (revoked: parse_frame says so)
             if reason is None:
                 try:
-                    rel = parse_frame(msg.payload, 0, key_for=self.key_for, require_tag=True)[0]
+                    if self.key_for(device) is None:
+                        reason = RETRY  # our keyring lacks the device: not the frame's fault
+                    else:
+                        rel = parse_frame(msg.payload, 0, key_for=self.key_for, require_tag=True)[0]
+                except Refused as e:  # revoked: final; the receipt's reason does not name the keyring's path
+                    reason = e.public
                 except FrameError as e:
                     reason = str(e)
             checked.append((msg, device, rel, reason))

@@ -41,7 +41,7 @@ import stat
 
 from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.wire import device_id_bytes
-from edgesynth.errors import InputError
+from edgesynth.errors import InputError, Refused
 from edgesynth.filekind import check as check_kind
 from edgesynth.outputs import atomic_output
 from edgesynth.stdio import STDIN, is_stdio, refuse, stdin_bytes
@@ -131,10 +131,13 @@ class Keyring:
         return sorted(self._revoked)
 
     def key_for(self, device_id):
-        """The device's key, or None (revoked, or neither listed nor derivable):
-        the ``key_for`` of edgesynth.frames.parse_frame."""
+        """The device's key, or None (neither listed nor derivable): the
+        ``key_for`` of edgesynth.frames.parse_frame. A revoked device raises
+        edgesynth.errors.Refused saying so (its ``public`` reason, for the
+        device's receipts, does not name the keyring's path)."""
         if device_id in self._revoked:
-            return None
+            raise Refused("device %r is revoked in the keyring %s; its frames are refused (`edgesynth keys "
+                          "unrevoke` undoes it)" % (device_id, self.path), "device %r is revoked" % device_id)
         key = self._keys.get(device_id)
         if key is None and self._prk is not None:
             try:
@@ -143,20 +146,14 @@ class Keyring:
                 return None
         return key
 
-    def refusal(self, device_id):
-        """Why the keyring refuses ``device_id`` for good (it is revoked), or
-        None; edgesynth.frames.refusal passes it on as the frame's reason."""
-        if device_id in self._revoked:
-            return ("device %r is revoked in the keyring %s; its frames are refused "
-                    "(`edgesynth keys unrevoke` undoes it)" % (device_id, self.path))
-        return None
-
     def require(self, device_id):
         """The device's key; an InputError naming the keyring when it has none."""
-        key = self.key_for(device_id)
+        try:
+            key = self.key_for(device_id)
+        except Refused as e:
+            raise InputError(str(e))
         if key is None:
-            raise InputError(self.refusal(device_id) or
-                             "%s: no key for device %r (run `edgesynth keys new %s --keyring %s`, or `edgesynth "
+            raise InputError("%s: no key for device %r (run `edgesynth keys new %s --keyring %s`, or `edgesynth "
                              "keys fleet` to derive every device's key)" % (self.path, device_id, device_id, self.path))
         return key
 
