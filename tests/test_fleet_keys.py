@@ -409,3 +409,32 @@ def test_a_wrapped_key_for_keeps_the_revocation_reason(tmp_path, frame):
         with pytest.raises(Refused, match="device 'd2' is revoked in the keyring") as e:
             parse_frame(data, 0, key_for=key_for, require_tag=True)
         assert e.value.public == "device 'd2' is revoked"
+
+
+@pytest.mark.parametrize("fail", ["short", "enospc"])
+def test_a_failed_key_write_leaves_no_short_file_and_says_how_to_resume(tmp_path, monkeypatch, fail):
+    import errno
+
+    from edgesynth.fleet import keys
+    ring = fleet_ring(tmp_path / "k.json")
+    out = tmp_path / "out"
+    real_write, calls = os.write, []
+
+    def write(fd, data):
+        if len(data) == 32:  # a key file's write
+            calls.append(fd)
+            if len(calls) == 3:
+                real_write(fd, data[:10])  # the disk fills up mid-key
+                if fail == "enospc":
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                return 10
+        return real_write(fd, data)
+    monkeypatch.setattr(keys.os, "write", write)
+    with pytest.raises(InputError) as e:
+        es.export_keys(ring, ["d1", "d2", "d3", "d4"], str(out))
+    assert "d3.key" in str(e.value) and "the 2 key file(s) before it were written" in str(e.value)
+    assert "--force" in str(e.value)
+    assert sorted(os.listdir(out)) == ["d1.key", "d2.key"]  # no truncated d3.key under its final name
+    monkeypatch.setattr(keys.os, "write", real_write)
+    assert es.export_keys(ring, ["d1", "d2", "d3", "d4"], str(out), force=True) == 4
+    assert all(len((out / ("d%d.key" % i)).read_bytes()) == 32 for i in range(1, 5))

@@ -396,8 +396,10 @@ def export_keys(ring, devices, directory, force=False, progress=None):
     existing one is replaced by rename (the entry itself, never a link's
     target). No file is fsynced, the directory once at the end: the keys are
     derived deterministically, so after a crash the export is simply run
-    again with ``force``. ``progress(done, total)`` is called every 4096
-    files and at the end. Returns the number of files written.
+    again with ``force``. A file whose write fails is removed (never left
+    short under its final name) and the InputError says how many were
+    written before it and how to resume. ``progress(done, total)`` is called
+    every 4096 files and at the end. Returns the number of files written.
     """
     if not isinstance(ring, Keyring):
         ring = load(ring)
@@ -423,16 +425,21 @@ def export_keys(ring, devices, directory, force=False, progress=None):
             raise InputError("%s: %d of the key files exist already (e.g. %s); pass --force to replace them"
                              % (directory, len(present), min(present)))
         total, done = len(ids), 0
-        for (dev, b), name in zip(ids.items(), names):
-            key = ring._keys.get(dev) or _derive(ring._prk, b)
-            _write_key(dfd, directory, name, key, name in present)
-            done += 1
-            if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
-                progress(done, total)
-        os.fsync(dfd)
+        try:
+            for (dev, b), name in zip(ids.items(), names):
+                key = ring._keys.get(dev) or _derive(ring._prk, b)
+                _write_key(dfd, directory, name, key, name in present)
+                done += 1
+                if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
+                    progress(done, total)
+            os.fsync(dfd)
+        except (OSError, InputError) as e:
+            why = "cannot write the key files (%s)" % (e.strerror or e) if isinstance(e, OSError) else e
+            if done:
+                raise InputError("%s: %s; the %d key file(s) before it were written (run the export again with "
+                                 "--force to replace them, or remove them)" % (directory, why, done))
+            raise InputError("%s: %s" % (directory, why))
         return done
-    except OSError as e:
-        raise InputError("%s: cannot write the key files (%s)" % (directory, e.strerror or e))
     finally:
         os.close(dfd)
 
@@ -452,12 +459,18 @@ def _write_key(dfd, directory, name, key, replace):
     try:
         fd = os.open(target, _CREATE, 0o600, dir_fd=dfd)
     except FileExistsError:
-        raise InputError("%s: %s exists already (created meanwhile); pass --force to replace it" % (directory, name))
+        raise InputError("%s exists already (created meanwhile); pass --force to replace it" % name)
+    except OSError as e:
+        raise InputError("cannot create %s (%s)" % (name, e.strerror or e))
     try:
-        if os.write(fd, key) != len(key):
-            raise InputError("%s: short write of %s" % (directory, name))
-    finally:
-        os.close(fd)
+        try:
+            if os.write(fd, key) != len(key):
+                raise InputError("short write of %s" % name)
+        finally:
+            os.close(fd)
+    except (OSError, InputError) as e:
+        os.unlink(target, dir_fd=dfd)  # a key cut short must not stay under a name that is flashed
+        raise e if isinstance(e, InputError) else InputError("cannot write %s (%s)" % (name, e.strerror or e))
     if replace:
         os.replace(target, name, src_dir_fd=dfd, dst_dir_fd=dfd)
 
