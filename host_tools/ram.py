@@ -46,7 +46,11 @@ RUNTIME_OVERHEAD = {
 # measured on the 64-bit unix port, halved (mp_pool_beyond_counters' rule),
 # rounded up to 256 B. The buffer (max_frame bytes) is charged on top.
 TRANSPORT_POOL = {"mqtt": 14080}
-TRANSPORT_SLOTS = 16  # outbox slots the charge was measured with (device.mqtt.max_frames), in 32-bit pool bytes:
+# Outbox slots the charge was measured with (device.mqtt.max_frames).
+TRANSPORT_SLOTS = 16
+
+
+# MicroPython heap that grows with a state's shape, in 32-bit pool bytes:
 # (per channel, per counter array). A channel brings its bounds, name and the
 # reading's objects; a counter array its array object and the tuple the update
 # unpacks (PrivHP: one per tree level and sketch row, the row's 4 or 8 hash
