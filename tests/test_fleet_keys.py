@@ -118,15 +118,25 @@ def test_explicit_keys_win_and_format_1_keyrings_keep_working(tmp_path):
     assert doc["master"] not in out + err
 
 
-def test_keyring_with_a_master_is_the_same_size_for_any_fleet(tmp_path):
+def test_a_fleet_keyring_holds_no_device_ids_and_is_unchanged_by_exporting_10_4_devices(tmp_path):
+    """The keyring of a fleet is its master: no per-device entry is ever added, whether keys are derived or
+    10^4 of them exported (each file holding the key the documented formula gives)."""
     ring = tmp_path / "k.json"
-    new_fleet_key(str(ring))
-    size = os.path.getsize(ring)
-    assert size < 200
-    for n in (10, 1000):
-        ids = ["dev-%d" % i for i in range(n)]
-        assert es.export_keys(str(ring), ids, str(tmp_path / ("out%d" % n))) == n
-        assert os.path.getsize(ring) == size and len({load(ring).key_for(d) for d in ids}) == n
+    assert run("keys", "fleet", "--keyring", ring)[0] == 0
+    before = ring.read_bytes()
+    doc = json.loads(before)
+    assert sorted(doc) == ["format", "keys", "master", "revoked"] and doc["keys"] == {} and doc["revoked"] == []
+    assert len(before) < 200
+    ids = ["dev-%05d" % i for i in range(10 ** 4)]
+    out = tmp_path / "out"
+    code, _, err = run("keys", "export", "--from", "-", "--keyring", ring, "-o", out, input="\n".join(ids) + "\n")
+    assert code == 0, err
+    assert ring.read_bytes() == before and b"dev-" not in ring.read_bytes()
+    master = bytes.fromhex(doc["master"])
+    keys = {(out / (d + ".key")).read_bytes() for d in ids}
+    assert len(keys) == len(ids)
+    for d in ids[::997]:
+        assert (out / (d + ".key")).read_bytes() == hkdf(master, DEVICE_INFO + d.encode(), 32) == load(ring).require(d)
 
 
 def test_derived_key_frames_ingest_and_a_revoked_device_is_refused_by_name(tmp_path, frame):
