@@ -22,7 +22,7 @@ import edgesynth as es
 from edgesynth.config import for_device
 from edgesynth.fleet.keys import load, new_key, write_credentials
 from edgesynth.planning import BUDGET_STEP, frame_bound
-from edgesynth.ram import TRANSPORT_SLOTS, transport_heap
+from edgesynth.ram import TRANSPORT_POOL, TRANSPORT_SLOTS, transport_heap
 from edgesynth.runtimes.micropython import device_bundle, find_micropython, heap_flag
 from edgesynth.targets.bundle import compile_module
 from tests.mqtt_broker import umqtt_path  # noqa: F401  (pytest fixture)
@@ -77,6 +77,15 @@ def test_cli_prints_the_transport_line_and_refuses_what_cannot_fit(tmp_path):
         code, out, err = run("plan", "--bounds", "0:50,0:100", "--epsilon", "1", "--transport", "mqtt", *args,
                              "-o", tmp_path / "x.json")
         assert code == 2 and err.startswith("error: ") and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_pool_keeps_the_module_rows_whole_and_halves_the_objects():
+    """benchmarks/bench_transport_heap.py's 64-bit rows (docs/deployment.md):
+    bytecode and strings do not shrink on 32 bits, objects halve."""
+    modules = 5216 + 17824  # umqtt.simple, the transport modules
+    objects = (3040, 64, 1568)  # client + outbox + Publisher, connected, largest transient
+    pool = modules + sum((b + 1) // 2 for b in objects)
+    assert TRANSPORT_POOL["mqtt"] == -(-pool // 256) * 256 == 25600
 
 
 DRIVER = """
