@@ -62,40 +62,56 @@ def scan_msgpack(data, max_nesting, max_objects, max_cost):
                 break
             rem = outer.pop()
             continue
-        rem -= 1
         if pos >= n:
-            raise BadPayload("the msgpack data ends inside an object at byte %d" % n)
+            _refuse(cost, max_cost, "the msgpack data ends inside an object at byte %d" % n)
         kind, size, extra = table[data[pos]]
+        rem -= 1
         if kind == _SCALAR:
+            # most items: skipped with no check; the cost they add is checked
+            # before any other refusal and after every string or container,
+            # so the first limit passed is still the one named
             pos += size
             cost += extra
-        elif kind == _BAD:
-            raise BadPayload("ext types and byte 0xc1 are not allowed (byte %d)" % pos)
-        else:
-            count = int.from_bytes(data[pos + 1:pos + 1 + size], "big") if size else extra
-            pos += 1 + size
-        if kind == _STR or kind == _BIN:
+            continue
+        if kind == _BAD:
+            _refuse(cost, max_cost, "ext types and byte 0xc1 are not allowed (byte %d)" % pos)
+        count = int.from_bytes(data[pos + 1:pos + 1 + size], "big") if size else extra
+        pos += 1 + size
+        if kind == _STR:
             pos += count
-            cost += 80 + 4 * count if kind == _STR else 40 + count
-        elif kind == _ARRAY or kind == _MAP:
+            cost += 80 + 4 * count
+        elif kind == _BIN:
+            pos += count
+            cost += 40 + count
+        else:
             if len(outer) >= max_nesting:
-                raise BadPayload("the msgpack data nests containers more than %d deep" % max_nesting)
+                _refuse(cost, max_cost, "the msgpack data nests containers more than %d deep" % max_nesting)
             items = count if kind == _ARRAY else 2 * count
             claimed += items
             if claimed > max_objects:
-                raise BadPayload("the msgpack data holds more than %d objects" % max_objects)
+                _refuse(cost, max_cost, "the msgpack data holds more than %d objects" % max_objects)
             if items > n - pos:
-                raise BadPayload("a container claims %d items but %d bytes remain" % (items, n - pos))
+                _refuse(cost, max_cost, "a container claims %d items but %d bytes remain" % (items, n - pos))
             cost += 56 + 8 * count if kind == _ARRAY else 72 + 176 * count
             outer.append(rem)
             rem = items
         if cost > max_cost:
-            raise BadPayload("the msgpack data would decode to more than %d bytes of objects" % max_cost)
+            _refuse(cost, max_cost)
     if pos > n:
-        raise BadPayload("the msgpack data ends inside an object at byte %d" % n)
+        _refuse(cost, max_cost, "the msgpack data ends inside an object at byte %d" % n)
     if pos < n:
-        raise BadPayload("trailing bytes after the msgpack object")
+        _refuse(cost, max_cost, "trailing bytes after the msgpack object")
+    _refuse(cost, max_cost)
     return cost
+
+
+def _refuse(cost, max_cost, why=None):
+    """BadPayload: the decoded size's if ``cost`` passed ``max_cost`` (it was
+    the first limit passed), else ``why`` (if given)."""
+    if cost > max_cost:
+        raise BadPayload("the msgpack data would decode to more than %d bytes of objects" % max_cost)
+    if why:
+        raise BadPayload(why)
 
 
 def decode_budget(nbytes):

@@ -125,7 +125,10 @@ def split_envelope(buf, pos=0):
 
 
 def _no_dup_map(pairs):
-    out = {}
+    out = dict(pairs)   # at C speed; keys are str or bytes (strict_map_key), so hashable
+    if len(out) == len(pairs) and set(map(type, out)) <= {str}:
+        return out
+    out = {}            # a duplicate or a non-str key: find the first, for its message
     for k, v in pairs:
         if not isinstance(k, str):
             raise SchemaError("map keys must be strings")
