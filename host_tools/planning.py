@@ -209,15 +209,15 @@ def _with_transport(ram_bytes, transport, args):
     resend buffer of frame_bound) fits ``ram_bytes``. Frames grow with the
     counters, which grow with the budget, so the fit is monotone in b: a
     bisection finds it."""
+    _plan(ram_bytes, **args)  # errors in the arguments (or a --ram too small for the agent alone) as they are
     frames = {}  # frame_bound by mechanisms: probes often plan the same shape
-
     lo, hi = 0, ram_bytes - transport_heap(transport, 0) + 1  # the agent's budget is below hi
     best, err = None, None
     while hi - lo > BUDGET_STEP:
         mid = (lo + hi) // 2
         try:
             cfg = _plan(mid, **args)
-        except InputError as e:  # too small a budget for any plan (or no plan at all: reported below)
+        except InputError as e:  # the arguments plan at the full budget: this one is too small for any plan
             lo, err = mid, e
             continue
         key = json.dumps(cfg["mechanisms"], sort_keys=True, default=str)
@@ -226,16 +226,16 @@ def _with_transport(ram_bytes, transport, args):
         if mid + transport_heap(transport, frames[key]) > ram_bytes:
             hi = mid
         else:
-            lo, best = mid, (cfg, frames[key])
+            lo, best = mid, (mid, cfg, frames[key])
     if best is None:
         raise InputError("with --transport %s the heap also holds the transport (at least %d bytes of --ram %d)%s"
                          % (transport, transport_heap(transport, 0), ram_bytes, ": %s" % err if err else ""))
-    cfg, max_frame = best
+    budget, cfg, max_frame = best
     charge = transport_heap(transport, max_frame)
     p = cfg["plan"]
     p["ram_bytes"] = ram_bytes
     p["transport"] = {"kind": transport, "heap_bytes": charge, "max_frame": max_frame,
-                      "max_frames": TRANSPORT_SLOTS, "agent_ram_bytes": lo}
+                      "max_frames": TRANSPORT_SLOTS, "agent_ram_bytes": budget}
     p["runtime_overhead_bytes"] += charge
     p["expected_peak_bytes"] += charge
     cfg["device"] = {transport: {"max_frame": max_frame, "max_frames": TRANSPORT_SLOTS,

@@ -88,6 +88,12 @@ def test_the_pool_keeps_the_module_rows_whole_and_halves_the_objects():
     assert TRANSPORT_POOL["mqtt"] == -(-pool // 256) * 256 == 25600
 
 
+def test_bad_arguments_are_reported_as_they_are():
+    with pytest.raises(es.InputError) as e:
+        plan(RAM, transport="mqtt", names="a,b,c")
+    assert str(e.value) == "3 names given for 2 channels"  # not "the heap also holds the transport"
+
+
 DRIVER = """
 import gc, sys
 from agent import main_loop
