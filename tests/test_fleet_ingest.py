@@ -105,6 +105,20 @@ def test_jobs_2_gives_the_reports_and_store_of_jobs_1(mixed, monkeypatch):
     assert code == 2 and "0 stored, 26 duplicate(s), 1 conflict(s)" in err   # the CLI, through workers
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_workers_verify_under_the_callers_keyring_not_its_file(env, jobs):
+    """A Keyring object given to ingest is the one the workers use: the file
+    at its path (which has keys for a and b) is never read again."""
+    tmp, ring, keys, frame = env
+    f = tmp / "f.bin"
+    f.write_bytes(frame("a", 0, 0) + frame("b", 0, 0))
+    only_a = es.Keyring("x", {"a": keys.require("a")})      # no key for b; "x" is no file
+    got, outcome = reports(f, tmp / "s.db", only_a, jobs=jobs)
+    assert [g[2] for g in got] == ["stored", "rejected"] and "'b'" in got[1][6]
+    got, outcome = reports(f, tmp / "t.db", es.Keyring(None, {"b": keys.require("b")}), jobs=jobs)
+    assert [g[2] for g in got] == ["rejected", "stored"]
+
+
 def test_directories_patterns_and_lists_of_files(env, tmp_path):
     tmp, ring, keys, frame = env
     d = tmp / "spool"

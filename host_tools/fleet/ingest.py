@@ -201,10 +201,10 @@ class _Batches:
                 self.done(Report(path, index, REJECTED, reason=result))
 
 
-def _run(store, tasks, key_for, report, jobs, keyring_path):
+def _run(store, tasks, key_for, report, jobs):
     outcome = Outcome()
     batches = _Batches(store, outcome, report)
-    with contextlib.closing(verified(tasks, key_for, jobs, keyring_path)) as checked:
+    with contextlib.closing(verified(tasks, key_for, jobs)) as checked:
         try:
             for item in checked:
                 if item is FLUSH:
@@ -227,19 +227,19 @@ def stored_report(path, i, rel, result):
     return Report(path, i, result, rel, reason)
 
 
-def migrate(old_path, store, key_for, report, jobs=1, keyring_path=None):
+def migrate(old_path, store, key_for, report, jobs=1):
     """Copy every frame of the schema-1 store ``old_path`` into ``store``,
     verified again under ``key_for`` and stored by the (device, epoch) rules
     (so frames the old store refused as replays cannot be recovered, but none
     it held is lost). ``old_path`` is only read. Returns an Outcome."""
     tasks = ((old_path, [(i, raw, None)], len(raw)) for i, raw in enumerate(schema_1_frames(old_path)))
-    return _run(store, tasks, key_for, report, jobs, keyring_path)
+    return _run(store, tasks, key_for, report, jobs)
 
 
-def ingest(store, paths, key_for, report, jobs=1, keyring_path=None, recursive=False):
+def ingest(store, paths, key_for, report, jobs=1, recursive=False):
     """Ingest the frame files of ``paths`` (edgesynth.fleet.framefiles; an
     iterable consumed lazily) in order, calling ``report(Report)`` per frame
     after its commit; returns an Outcome. ``jobs`` > 1: frames are verified in
-    that many processes, which load the keyring at ``keyring_path``. Raises
+    that many processes, each given ``key_for`` (not the keyring's file). Raises
     IngestStopped if the store cannot be written or a worker dies."""
-    return _run(store, _tasks(paths, recursive), key_for, report, jobs, keyring_path)
+    return _run(store, _tasks(paths, recursive), key_for, report, jobs)

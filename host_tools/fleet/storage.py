@@ -77,7 +77,7 @@ def ingest(files, store, keyring, on_frame=None, *, jobs=1, recursive=False, fil
         paths = itertools.chain(paths, listed(files_from))
     ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
     return _into_store(store, ring, lambda st, key_for, report: ingest_files(
-        st, paths, key_for, report, jobs=jobs, keyring_path=ring.path, recursive=recursive), on_frame)
+        st, paths, key_for, report, jobs=jobs, recursive=recursive), on_frame)
 
 
 def migrate(old, store, keyring, on_frame=None):

@@ -12,14 +12,15 @@ bounded whatever the input size.
 """
 import collections
 import concurrent.futures
+import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 
 from edgesynth.errors import FrameError
 from edgesynth.fleet.framefiles import file_frames
-from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.store import config_id_of
 from edgesynth.frames import parse_frame
 
@@ -74,7 +75,7 @@ def run_task(task, key_for):
     return [(i, None, reason if raw is None else check(raw, key_for)) for i, raw, reason in items]
 
 
-def verified(tasks, key_for, jobs=1, keyring_path=None):
+def verified(tasks, key_for, jobs=1):
     """Yield every frame of ``tasks`` checked, in order: (path, index,
     Verified or the reason it is refused).
 
@@ -82,11 +83,11 @@ def verified(tasks, key_for, jobs=1, keyring_path=None):
     bytes, read where it is checked; or (path, [(index, raw, reason)],
     size): frames already split, ``raw`` None where ``reason`` refuses it
     already; or FLUSH, passed on once every frame before it is out.
-    ``jobs`` > 1: checked in that many worker processes, which load the
-    keyring at ``keyring_path`` themselves.
+    ``jobs`` > 1: checked in that many worker processes, each given this
+    ``key_for`` (the caller's keyring, never read again from its file).
     """
     if jobs > 1:
-        yield from _in_workers(tasks, jobs, keyring_path)
+        yield from _in_workers(tasks, jobs, key_for)
         return
     for task in tasks:
         if task is FLUSH:
@@ -103,8 +104,17 @@ def _frames(task, results):
         yield path, i, (res if isinstance(res, str) else Verified(raw, res))
 
 
-def _in_workers(tasks, jobs, keyring_path):
-    pool = concurrent.futures.ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(keyring_path,))
+# fork on Linux: a worker starts in milliseconds (spawn re-imports edgesynth,
+# ~0.3 s per worker) and inherits key_for as it is, with no pickling; the
+# pool starts its processes before its own thread, so no lock is inherited
+# held. Elsewhere spawn (fork is unsafe on macOS): key_for is then pickled
+# over the pool's pipe (a Keyring's bound method pickles), never written out.
+_START = "fork" if sys.platform.startswith("linux") else "spawn"
+
+
+def _in_workers(tasks, jobs, key_for):
+    pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(_START),
+                                                  initializer=_start_worker, initargs=(key_for, os.getpid()))
     pending = collections.deque()   # (tasks of a chunk, future of their results)
     chunk, size = [], 0
     try:
@@ -138,15 +148,15 @@ def _collect(chunk, future):
 _key_for = None
 
 
-def _start_worker(keyring_path):
+def _start_worker(key_for, parent):
     global _key_for
-    _key_for = load_keyring(keyring_path).key_for
+    _key_for = key_for
     # Ctrl-C reaches the whole process group: the ingest process stops the
     # pool itself, so a worker must not die of it (with a traceback) mid-task.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A pool's workers outlive a parent killed by SIGKILL (they wait on a queue
     # whose other end they hold themselves): leave when the parent is gone.
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
 def _exit_with_parent(parent):
