@@ -19,10 +19,11 @@ import time
 import pytest
 
 import edgesynth as es
+from edgesynth.agent import Agent
 from edgesynth.config import for_device
 from edgesynth.fleet.keys import load, new_key, write_credentials
 from edgesynth.planning import BUDGET_STEP, frame_bound
-from edgesynth.ram import TRANSPORT_POOL, TRANSPORT_SLOTS, transport_heap
+from edgesynth.ram import FRAME_SLACK, TRANSPORT_POOL, TRANSPORT_SLOTS, transport_heap
 from edgesynth.runtimes.micropython import device_bundle, find_micropython, heap_flag
 from edgesynth.targets.bundle import compile_module
 from tests.mqtt_broker import umqtt_path  # noqa: F401  (pytest fixture)
@@ -92,6 +93,17 @@ def test_bad_arguments_are_reported_as_they_are():
     with pytest.raises(es.InputError) as e:
         plan(RAM, transport="mqtt", names="a,b,c")
     assert str(e.value) == "3 names given for 2 channels"  # not "the heap also holds the transport"
+
+
+@pytest.mark.parametrize("kw", [dict(bounds=BOUNDS), dict(bounds=BOUNDS, sketch="cs", clamp_share=0.1),
+                                dict(bounds=[(0, 1)], mechanism="cdf"),
+                                dict(bounds=None, mechanism="profile", domain="0:1000", cap=4, sample_bits=12)])
+def test_frame_bound_is_the_length_of_a_noisy_frame(kw):
+    """frame_bound skips the noise: the counters are packed at a fixed width."""
+    cfg = es.plan(epsilon=1, ram=RAM, hash_seed="ab", **kw)
+    a = Agent(for_device(cfg), seed=bytes(32), device_id="d" * 64, epoch=2 ** 32 - 1, seq=2 ** 32 - 1,
+              key=bytes(32))
+    assert frame_bound(cfg) == len(a.release()) + FRAME_SLACK
 
 
 DRIVER = """
