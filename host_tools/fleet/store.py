@@ -261,14 +261,16 @@ class Store:
             raise
 
     def _put(self, rel):
-        """One frame's rule, inside the open transaction."""
+        """One frame's rule, inside the open transaction: a new (device,
+        epoch) is inserted at once (the only constraint a row of non-null
+        values can meet is the primary key), the stored digest read only
+        when the insert was ignored."""
         digest = rel.payload_digest
         row = (rel.device, rel.epoch, rel.seq, digest, config_id_of(rel), sqlite3.Binary(rel.raw))
+        if self.db.execute("INSERT OR IGNORE INTO frames VALUES (?, ?, ?, ?, ?, ?)", row).rowcount:
+            return STORED
         have = self.db.execute("SELECT digest FROM frames WHERE device=? AND epoch=?",
                                (rel.device, rel.epoch)).fetchone()
-        if have is None:
-            self.db.execute("INSERT INTO frames VALUES (?, ?, ?, ?, ?, ?)", row)
-            return STORED
         if have[0] == digest:
             return DUPLICATE
         self.db.execute("INSERT OR IGNORE INTO conflicts VALUES (?, ?, ?, ?, ?, ?)", row)
