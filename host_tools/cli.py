@@ -400,7 +400,8 @@ def combine(configs, output):
               help="Also publish the frames to this broker (mqtt://HOST:PORT) and wait for the gateway's receipts "
                    "as `publish` does (30 s): with --runtime micropython the device publishes each frame itself as "
                    "it is released (its own MQTT code, umqtt.simple fetched once from PyPI and cached); other "
-                   "runtimes publish from the host, in window order after the run.")
+                   "runtimes publish from the host, in window order after the run. Receipt lines go to stdout, "
+                   "or to stderr with -o -.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Frame file to write; '-' for stdout, not a terminal (the summary then goes to stderr).")
 @_reading_options
@@ -453,7 +454,7 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
         if conn and runtime == "micropython":  # the device publishes each frame itself, as it is released
             timed = dict(window=window, start=start, end=end, times=times) if window is not None else {}
             published = es.simulate_publish(cfg, data, conn, seed or None, timeout=PUBLISH_TIMEOUT,
-                                            on_receipt=_receipt_printer, name=output, epoch=epoch,
+                                            on_receipt=_receipt_printer(is_stdio(output)), name=output, epoch=epoch,
                                             progress=bar.advance, **timed, **run)
             frames = [(f.epoch, f.raw) for f in published.frames]
         elif window is None:
@@ -475,7 +476,7 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     if published is not None:
         return _published_status(published, PUBLISH_TIMEOUT)
     if conn:
-        return _publish_and_wait([f for _, f in frames], conn, PUBLISH_TIMEOUT)
+        return _publish_and_wait([f for _, f in frames], conn, PUBLISH_TIMEOUT, err=is_stdio(output))
 
 
 # ----------------------------------------------------------------- firmware
@@ -1009,15 +1010,21 @@ def gateway(broker, cafile, cert, key_file, username, store_path, keyring, clien
 PUBLISH_TIMEOUT = 30.0  # s: simulate --publish waits this long for the receipts
 
 
-def _receipt_printer(f):
-    """Print one line per receipt (a publish.Sent), as it arrives."""
-    sys.stdout.write(f.text() + "\n")
-    sys.stdout.flush()
+def _receipt_printer(err=False):
+    """on_receipt for es.publish: one line per receipt (a publish.Sent), as
+    it arrives, on stdout, or on stderr (``err``) when stdout carries frames."""
+    stream = sys.stderr if err else sys.stdout
+
+    def show(f):
+        stream.write(f.text() + "\n")
+        stream.flush()
+    return show
 
 
-def _publish_and_wait(frames, conn, timeout):
-    """Publish ``frames`` (paths or bytes), print one line per receipt; exit status."""
-    return _published_status(es.publish(frames, conn, timeout, on_receipt=_receipt_printer), timeout)
+def _publish_and_wait(frames, conn, timeout, err=False):
+    """Publish ``frames`` (paths or bytes), print one line per receipt (on
+    stderr with ``err``); exit status."""
+    return _published_status(es.publish(frames, conn, timeout, on_receipt=_receipt_printer(err)), timeout)
 
 
 def _published_status(res, timeout):

@@ -12,8 +12,10 @@ makes the command exit 2; an unreachable broker, and umqtt.simple neither
 cached nor reachable, are one-line errors.
 """
 import pytest
+from click.testing import CliRunner
 
 import edgesynth as es
+from edgesynth.cli import main
 from edgesynth.fleet.keys import new_key
 from edgesynth.runtimes import umqtt
 from tests.mqtt_broker import umqtt_path  # noqa: F401  (pytest fixture)
@@ -60,6 +62,22 @@ def test_device_publishes_each_window_byte_identical_to_the_offline_run(world):
     code, out, err = simulate(tmp, ring, "again.bin", "--publish", broker.url)
     assert code == 0, err
     assert receipts(out) == [("dev-1", e, "duplicate") for e in range(4)]
+    assert gw.finish() == 0
+
+
+@pytest.mark.parametrize("runtime", ["micropython", "cpython"])
+def test_frames_on_stdout_stay_clean_and_receipts_go_to_stderr(world, runtime):
+    """-o -: stdout carries the frames only, for the device's publisher and the host's alike."""
+    tmp, ring, broker, gw = world  # noqa: F811
+    code, out, err = simulate(tmp, ring, "offline.bin", "--runtime", runtime)
+    assert code == 0, err
+    r = CliRunner().invoke(main, [str(a) for a in (
+        "simulate", "--config", tmp / "c.json", "--input", tmp / "d.csv", "--device-id", "dev-1", "--keyring", ring,
+        "--runtime", runtime, "--seed", SEED, *WINDOWS, "--publish", broker.url, "-o", "-")],
+        catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout_bytes == (tmp / "offline.bin").read_bytes()
+    assert sorted(receipts(r.stderr)) == [("dev-1", e, "stored") for e in range(4)]
     assert gw.finish() == 0
 
 
