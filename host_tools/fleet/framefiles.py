@@ -102,14 +102,18 @@ def listed(path):
 
 def _read(path):
     """The bytes of frame file ``path`` ("-": stdin), or None and why not."""
-    stdin = is_stdio(path)
+    size = 0 if is_stdio(path) else None
     try:
-        if not stdin and os.path.getsize(path) > MAX_FILE:
+        if size is None and (size := os.path.getsize(path)) > MAX_FILE:
             return None, "larger than %d bytes" % MAX_FILE
-        data = bytearray()
         with open_input(path, "frames") as fh:
-            # read_into: only the bytes really there, never MAX_FILE at once
-            read_into(fh, data, MAX_FILE + 1)
+            # a file with a size (a regular file) in one read, one byte more
+            # to see whether it grew since; else (stdin, a FIFO, a file that
+            # grew) read_into: only the bytes really there, never MAX_FILE at once
+            data = fh.read(size + 1) if size else b""
+            if not size or len(data) > size:
+                data = bytearray(data)
+                read_into(fh, data, MAX_FILE + 1 - len(data))
     except OSError as e:
         return None, "cannot read (%s)" % (e.strerror or e)
     except InputError as e:  # stdin closed, a terminal, or a file that cannot be opened
@@ -144,5 +148,6 @@ def file_frames(path):
                         reason = str(wrong)
                 yield i, None, reason
                 return
-            yield i, bytes(view[pos:stop]), None
+            # a file of one frame is that frame (bytes already): no copy
+            yield i, data if stop - pos == len(data) and isinstance(data, bytes) else bytes(view[pos:stop]), None
             pos, i = stop, i + 1
