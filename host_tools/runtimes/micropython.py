@@ -170,9 +170,9 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
         i's release; on_receipt(i, result, reason) for each receipt naming
         a held frame (final, or "retry"), never before on_sent(i).
 
-    Returns (frames [(epoch, bytes)], final receipts {i: (result, reason)}).
-    InputError when umqtt.simple cannot be had, the heap is too small or the
-    device fails.
+    Returns nothing: the frames and receipts reach the caller through
+    on_sent and on_receipt. InputError when umqtt.simple cannot be had, the
+    heap is too small or the device fails.
     """
     if conn.tls or conn.username:
         raise InputError("simulate --runtime micropython --publish takes an mqtt:// broker without a user: the "
@@ -205,7 +205,7 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
         total = heap + transport_heap("mqtt", max_frame)
         env = dict(os.environ, MICROPYPATH="%s:%s:.frozen" % (bundle, umqtt))
         cmd = [exe, "-X", "heapsize=" + heap_flag(total), "-c", "import mp_publisher", paths["args.json"]]
-        receipts, last, frames, early = {}, "", [], {}
+        last, frames, early = "", [], {}
         proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             with _Reader(paths["frames"]) as reader:
@@ -224,8 +224,6 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
                         epoch, seq, result, reason = rest.split(" ", 3)
                         i = index[(int(epoch), int(seq))]
                         reason = json.loads(reason)
-                        if result != "retry":
-                            receipts[i] = (result, reason)
                         if on_receipt and i >= len(frames):  # came while the device published it: after its SENT
                             early.setdefault(i, []).append((result, reason))
                         elif on_receipt:
@@ -242,7 +240,6 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
     if proc.returncode != 0 or not last.startswith("EDGESYNTH-PUBLISHED"):
         msg = (err.strip() or last).splitlines()
         raise InputError("the micropython device failed: %s" % (msg[-1] if msg else "exit %d" % proc.returncode))
-    return frames, receipts
 
 
 class _Reader:

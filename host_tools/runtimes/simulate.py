@@ -91,8 +91,8 @@ def publish_blocks(cfg, blocks, columns, conn, heap=DEFAULT_HEAP, device_id="dev
     bytes); the rest as runtimes.micropython.publish_micropython."""
     cfg = with_names(cfg, columns)
     windows = [(e, q, s, as_readings(rows, cfg)) for e, q, s, rows in blocks]
-    return publish_micropython(cfg, windows, heap, conn, device_id=device_id, key=key, timeout=timeout,
-                               on_sent=on_sent, on_receipt=on_receipt)
+    publish_micropython(cfg, windows, heap, conn, device_id=device_id, key=key, timeout=timeout, on_sent=on_sent,
+                        on_receipt=on_receipt)
 
 
 def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device", epoch=0, key=None,
