@@ -522,7 +522,8 @@ def firmware_build(cpu, config_path, header, as_json):
               help="Generator file to write; '-' for stdout, not a terminal (the summary then goes to stderr).")
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key that every frame must be tagged with.")
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
-              help="Keyring: every frame must carry a valid tag under its device's key.")
+              help="Keyring: every frame must carry a valid tag under its device's key. With --store: the "
+                   "stored frames of devices revoked in it are left out (and counted).")
 @click.option("--store", "store_path", default=None,
               help="Assemble the frames of an ingest store (SQLite path or postgresql://URL) instead of frame files.")
 @click.option("--device", "devices", multiple=True, help="With --store: only this device (repeatable).")
@@ -560,6 +561,9 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
         _echo_json(summary, err=is_stdio(output))
     else:
         click.echo(_assemble_line(summary, output and _shown(output)), err=is_stdio(output))
+        if "revoked_frames_left_out" in summary:
+            click.echo("(%d stored frame(s) of devices revoked in the keyring left out)"
+                       % summary["revoked_frames_left_out"], err=True)
     if not output and not as_json:
         click.echo("(nothing written: pass -o FILE to save the generator)", err=True)
 
@@ -884,7 +888,9 @@ def keys_export(devices, from_file, keyring, directory, force):
 def keys_revoke(devices, from_file, keyring):
     """Revoke devices: their new frames are refused ("revoked") by ingest,
     assemble --keyring and a running gateway (which re-reads the keyring).
-    Frames already stored stay; select with assemble --device."""
+    Frames already stored stay in the store; assemble --store ... --keyring
+    KEYRING leaves them out (and counts them), and store migrate, which
+    verifies again under the keyring, does not carry them over."""
     ring = es.revoke_keys(keyring, _device_ids(devices, from_file))
     click.echo("%s: %d device(s) revoked in all" % (keyring, len(ring.revoked())))
 

@@ -109,8 +109,9 @@ class Generator:
     "count"), not readings.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, revoked_left_out=None):
         self.model = model
+        self.revoked_left_out = revoked_left_out  # es.assemble(store=..., keyring=...): frames left out
         self.kind = next((k for k, m in REGISTRY.items() if isinstance(model, m.Generator)), None)
         if self.kind is None:
             raise InputError("not a generator of a known mechanism: %s" % type(model).__name__)
@@ -130,8 +131,13 @@ class Generator:
         return "<edgesynth.Generator %s over %s>" % (self.kind, ", ".join(self.names))
 
     def summary(self):
-        """JSON-ready description (what `edgesynth assemble --json` prints)."""
-        return self.model.summary()
+        """JSON-ready description (what `edgesynth assemble --json` prints);
+        after es.assemble(store=..., keyring=...), ``revoked_frames_left_out``
+        counts the stored frames of devices revoked in the keyring."""
+        summary = self.model.summary()
+        if self.revoked_left_out is not None:
+            summary = {**summary, "revoked_frames_left_out": self.revoked_left_out}
+        return summary
 
     def to_bytes(self):
         """The generator file's bytes (msgpack)."""
@@ -207,6 +213,9 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
         processes (1..1024); cluster: or on the running dask.distributed
         scheduler at this address ("tcp://host:port"), whose workers open
         the store themselves. Needs edgesynth[cluster]; same result.
+    keyring: with ``store``, a path or Keyring whose revoked devices' stored
+        frames are left out, counted in summary()["revoked_frames_left_out"]
+        (revocation refuses new frames; the store keeps those stored before).
     mechanism: which mechanism's states to assemble when frames carry
         several ("privhp", "cdf", "profile"; default: the only one present).
     force_sum: profile only, sum sketches of the same ids anyway (the error
@@ -225,7 +234,10 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
     if (devices or config_id or workers is not None or cluster is not None) and store is None:
         raise InputError("--device, --config-hash, --workers and --cluster apply to a --store")
     if store is not None:
-        return Generator(assemble_store(store, devices, config_id, mechanism, force_sum, workers, cluster))
+        ring = keyring if keyring is None or isinstance(keyring, Keyring) else load_keyring(keyring)
+        model, left_out = assemble_store(store, devices, config_id, mechanism, force_sum, workers, cluster,
+                                         ring.revoked() if ring is not None else ())
+        return Generator(model, left_out if ring is not None else None)
     return Generator(assemble_any(stream_releases(frames, key, keyring), mechanism, force_sum))
 
 

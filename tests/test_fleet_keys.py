@@ -448,3 +448,27 @@ def test_a_failed_key_write_leaves_no_short_file_and_says_how_to_resume(tmp_path
     monkeypatch.setattr(keys.os, "write", real_write)
     assert es.export_keys(ring, ["d1", "d2", "d3", "d4"], str(out), force=True) == 4
     assert all(len((out / ("d%d.key" % i)).read_bytes()) == 32 for i in range(1, 5))
+
+
+def test_assemble_store_with_a_keyring_leaves_out_revoked_devices_frames_and_counts_them(tmp_path, frame):
+    """`--device` is an allow-list, useless to drop one device of 10^6: with --keyring, the stored frames
+    of the devices revoked in it are left out (merged as if never stored) and counted."""
+    ring = fleet_ring(tmp_path / "k.json")
+    db = str(tmp_path / "s.db")
+    first = tmp_path / "f.bin"
+    first.write_bytes(b"".join(frame(ring, d, e) for d in ("d1", "d2", "d3") for e in (1, 2)))
+    assert es.ingest([str(first)], db, ring).counts["stored"] == 6
+    es.revoke_keys(ring, ["d2", "never-stored"])
+    gen = es.assemble(store=db, keyring=ring)
+    without = es.assemble(store=db, devices=["d1", "d3"])
+    assert gen.summary()["revoked_frames_left_out"] == 2 and gen.summary()["frames"] == 4
+    assert gen.to_bytes() == without.to_bytes()
+    assert es.assemble(store=db, keyring=ring, workers=1).to_bytes() == without.to_bytes()  # on Dask too
+    assert "revoked_frames_left_out" not in es.assemble(store=db).summary()
+    assert es.assemble(store=db).summary()["frames"] == 6
+    only = es.assemble(store=db, devices=["d1", "d2"], keyring=ring).summary()  # both selections apply
+    assert only["revoked_frames_left_out"] == 2 and only["frames"] == 2
+    code, out, err = run("assemble", "--store", db, "--keyring", ring, "--json")
+    assert code == 0 and json.loads(out)["revoked_frames_left_out"] == 2
+    code, out, err = run("assemble", "--store", db, "--keyring", ring)
+    assert code == 0 and "(2 stored frame(s) of devices revoked in the keyring left out)" in err

@@ -30,11 +30,13 @@ from edgesynth.mechanisms import build
 from edgesynth.merge import Merges
 
 PARTS_PER_WORKER = 2  # device ranges per worker thread: a slow range does not hold the others idle
+COUNT_CHUNK = 500     # device ids per query when counting the frames left out (SQL parameters are bounded)
 CLUSTER_TIMEOUT_S = 30
 
 
-def merge_frames(store, devices=None, config_id=None, device_range=None):
-    """The running merge (Merges) of an open store's selected frames, streamed.
+def merge_frames(store, devices=None, config_id=None, device_range=None, exclude=frozenset()):
+    """The running merge (Merges) of an open store's selected frames, streamed,
+    leaving out the frames of the devices in ``exclude`` (a set of ids).
     A stored frame that does not decode is a StoreError naming the store and
     where the frame is (the store holds only frames that decoded when stored)."""
     merges = Merges(unique=False)
@@ -49,35 +51,47 @@ def merge_frames(store, devices=None, config_id=None, device_range=None):
                                     else ""))
             raise StoreError("%s: stored frame %d of the selection (%s, in device order): %s (the store is "
                              "damaged)" % (store.path, i + 1, where, e)) from e
-        merges.add(rel)
+        if rel.device not in exclude:
+            merges.add(rel)
     return merges
 
 
+def count_frames(store, devices, config_id=None):
+    """The number of stored frames of ``devices`` (ids, any number) and ``config_id``."""
+    devices = sorted(devices)
+    return sum(sum(1 for _ in store.frames(devices[i:i + COUNT_CHUNK], config_id))
+               for i in range(0, len(devices), COUNT_CHUNK))
+
+
 def assemble_store(store, devices=None, config_id=None, mechanism=None, force_sum=False, workers=None,
-                   cluster=None):
+                   cluster=None, exclude=()):
     """The generator model (edgesynth.mechanisms) of the frames of ``store``
     (an open store, or a path or URL that edgesynth.fleet.backends.connect opens)
     of ``devices`` (ids) and ``config_id``; the selected frames must have one
     configuration. ``workers`` (1..1024) or ``cluster`` ("tcp://host:port"):
-    merge on Dask (module docstring); the result is the same."""
+    merge on Dask (module docstring); the result is the same. The frames of
+    the devices in ``exclude`` (ids, e.g. those revoked in a keyring) are left
+    out. Returns (model, number of selected frames left out)."""
     if workers is not None and cluster is not None:
         raise InputError("give --workers (a local Dask cluster) or --cluster (a running one), not both")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or
                                 not 1 <= workers <= 1024):
         raise InputError("workers must be an integer in [1, 1024], got %r" % (workers,))
     devices = list(devices) if devices else None
+    exclude = frozenset(exclude).intersection(devices) if devices else frozenset(exclude)
     own = not hasattr(store, "frames")
     st = connect(os.fspath(store)) if own else store
     try:
         config_id = st.single_config(devices, config_id)
+        left_out = count_frames(st, exclude, config_id)
         if workers is None and cluster is None:
-            merges = merge_frames(st, devices, config_id)
+            merges = merge_frames(st, devices, config_id, exclude=exclude)
         else:
-            merges = _dask_merge(st, devices, config_id, workers, cluster)
+            merges = _dask_merge(st, devices, config_id, workers, cluster, exclude)
     finally:
         if own:
             st.close()
-    return build(merges, mechanism, force_sum)
+    return build(merges, mechanism, force_sum), left_out
 
 
 def _target(st):
@@ -88,10 +102,10 @@ def _target(st):
     return target if is_url(target) else os.path.abspath(target)
 
 
-def _merge_part(target, devices, config_id, device_range):
+def _merge_part(target, devices, config_id, device_range, exclude):
     """A Dask task: open the store and merge one device range of it."""
     with connect(target) as st:
-        return merge_frames(st, devices, config_id, device_range)
+        return merge_frames(st, devices, config_id, device_range, exclude)
 
 
 def _combine(left, right):
@@ -103,7 +117,7 @@ def _combine(left, right):
     return merged
 
 
-def _dask_merge(st, devices, config_id, workers, cluster):
+def _dask_merge(st, devices, config_id, workers, cluster, exclude):
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -127,7 +141,7 @@ def _dask_merge(st, devices, config_id, workers, cluster):
         threads = max(1, sum(client.nthreads().values()))
         ranges = st.device_ranges(PARTS_PER_WORKER * threads, config_id)
         target = _target(st)
-        parts = [client.submit(_merge_part, target, devices, config_id, r, pure=False) for r in ranges]
+        parts = [client.submit(_merge_part, target, devices, config_id, r, exclude, pure=False) for r in ranges]
         while len(parts) > 1:  # pairwise, adjacent: device order is kept
             paired = [client.submit(_combine, a, b, pure=False) for a, b in zip(parts[::2], parts[1::2])]
             parts = paired + parts[len(paired) * 2:]
