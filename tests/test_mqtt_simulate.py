@@ -9,7 +9,11 @@ receipt (a second run: "duplicate"), printed as `publish` prints it; the
 library's es.simulate_publish gives the same, and with a host runtime publishes
 the same bytes from the host; a gateway that rejects the frames (wrong key)
 makes the command exit 2; an unreachable broker, and umqtt.simple neither
-cached nor reachable, are one-line errors.
+cached nor reachable, are one-line errors. With more windows than outbox slots
+a receipt reaches the host before the last release (frames go out as they are
+released); the device's outbox ends empty, or holding exactly the frames
+without a receipt, and anything else is an error; with -o - the frames alone
+are on stdout.
 """
 import pytest
 from click.testing import CliRunner
@@ -17,7 +21,9 @@ from click.testing import CliRunner
 import edgesynth as es
 from edgesynth.cli import main
 from edgesynth.fleet.keys import new_key
+from edgesynth.ram import TRANSPORT_SLOTS
 from edgesynth.runtimes import umqtt
+from edgesynth.runtimes.micropython import _check_outbox
 from tests.mqtt_broker import umqtt_path  # noqa: F401  (pytest fixture)
 from tests.test_mqtt import Gateway, broker, no_stray_gateways, receipts, stored_raw  # noqa: F401  (fixtures)
 from tests.test_store import run
@@ -102,6 +108,50 @@ def test_library_simulate_publish_matches_simulate(world):
     assert [(f.epoch, f.raw) for f in res.frames] == want
     assert res.ok and [f.receipt["result"] for f in res.frames] == ["duplicate"] * 4
     assert gw.finish() == 0
+
+
+def test_each_frame_goes_out_as_it_is_released_and_the_outbox_ends_empty(world):
+    """More windows than the outbox's 16 slots: the receipt for window 0 comes
+    (in the device's own output order) before the last window's release; a
+    device that published only after its run would show every release first."""
+    tmp, ring, broker, gw = world  # noqa: F811
+    import numpy as np
+    n = TRANSPORT_SLOTS + 4
+    t = np.arange(2.0 * n)
+    events = []
+    res = es.simulate_publish(tmp / "c.json", {"x0": (t % 10) / 10}, broker.url, SEED, runtime="micropython",
+                              device_id="dev-1", keyring=ring, window=2, start=0, end=2 * n, times=t, timeout=60,
+                              progress=lambda k: events.append("released"),
+                              on_receipt=lambda f: events.append(("receipt", f.epoch)))
+    assert res.ok, res.summary()  # and publish_micropython found the device's outbox empty
+    assert events.count("released") == n and sorted(e for e in events if e != "released") == \
+        [("receipt", e) for e in range(n)]
+    last_release = len(events) - 1 - events[::-1].index("released")
+    assert events.index(("receipt", 0)) < last_release, events
+    assert gw.finish() == 0
+
+
+def test_frames_without_a_receipt_stay_in_the_outbox_and_are_named(tmp_path, broker, umqtt_path,  # noqa: F811
+                                                                    monkeypatch):
+    """No gateway: the device flushes for ``timeout`` and keeps every frame;
+    publish_micropython finds exactly those in its outbox (no error) and the
+    result names them."""
+    monkeypatch.setenv(umqtt.CACHE_ENV, umqtt_path.rsplit("/", 1)[0])
+    assert run("plan", "--bounds", "0:1", "--epsilon", "1", "--ram", "64K", "-o", tmp_path / "c.json")[0] == 0
+    res = es.simulate_publish(tmp_path / "c.json", {"x0": [0.1, 0.5, 0.9]}, broker.url, SEED,
+                              runtime="micropython", window=10, start=0, end=20, times=[1, 12, 15], timeout=1)
+    assert not res.ok and [(f.epoch, f.receipt) for f in res.missing] == [(0, None), (1, None)]
+
+
+def test_an_outbox_that_disagrees_with_the_receipts_is_an_error():
+    windows = [(0, 5, None, []), (1, 6, None, [])]
+    _check_outbox([], windows, {0, 1})  # every receipt, empty outbox
+    _check_outbox([[1, 6]], windows, {0})  # window 1 unanswered and still held
+    with pytest.raises(es.InputError, match=r"outbox ends holding the frames \(epoch, seq\) \[\(0, 5\)\], "
+                                            r"but the frames without a final receipt are none"):
+        _check_outbox([[0, 5]], windows, {0, 1})  # answered, yet still held
+    with pytest.raises(es.InputError, match=r"holding the frames \(epoch, seq\) none, .* are \[\(1, 6\)\]"):
+        _check_outbox([], windows, {0})  # unanswered, yet gone from the outbox
 
 
 def test_rejected_frames_make_the_command_fail(world):

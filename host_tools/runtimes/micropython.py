@@ -170,9 +170,10 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
         i's release; on_receipt(i, result, reason) for each receipt naming
         a held frame (final, or "retry"), never before on_sent(i).
 
-    Returns nothing: the frames and receipts reach the caller through
-    on_sent and on_receipt. InputError when umqtt.simple cannot be had, the
-    heap is too small or the device fails.
+    The device's outbox at the end must hold exactly the frames without a
+    final receipt (none when every receipt came within ``timeout``).
+    InputError when umqtt.simple cannot be had, the heap is too small, the
+    device fails or its outbox disagrees with the receipts.
     """
     if conn.tls or conn.username:
         raise InputError("simulate --runtime micropython --publish takes an mqtt:// broker without a user: the "
@@ -205,7 +206,7 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
         total = heap + transport_heap("mqtt", max_frame)
         env = dict(os.environ, MICROPYPATH="%s:%s:.frozen" % (bundle, umqtt))
         cmd = [exe, "-X", "heapsize=" + heap_flag(total), "-c", "import mp_publisher", paths["args.json"]]
-        last, frames, early = "", [], {}
+        final, last, frames, early = set(), "", [], {}
         proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             with _Reader(paths["frames"]) as reader:
@@ -224,6 +225,8 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
                         epoch, seq, result, reason = rest.split(" ", 3)
                         i = index[(int(epoch), int(seq))]
                         reason = json.loads(reason)
+                        if result != "retry":
+                            final.add(i)
                         if on_receipt and i >= len(frames):  # came while the device published it: after its SENT
                             early.setdefault(i, []).append((result, reason))
                         elif on_receipt:
@@ -240,6 +243,18 @@ def publish_micropython(cfg, windows, heap, conn, device_id="device", key=None, 
     if proc.returncode != 0 or not last.startswith("EDGESYNTH-PUBLISHED"):
         msg = (err.strip() or last).splitlines()
         raise InputError("the micropython device failed: %s" % (msg[-1] if msg else "exit %d" % proc.returncode))
+    _check_outbox(json.loads(last.split(" ", 1)[1])["held"], windows, final)
+
+
+def _check_outbox(held, windows, final):
+    """InputError unless the device's outbox ``held`` ([[epoch, seq], ...] at
+    its end) is exactly the windows whose frame had no final receipt
+    (``final``: indices of those that had one)."""
+    want = sorted((e, q) for i, (e, q, _, _) in enumerate(windows) if i not in final)
+    got = sorted((e, q) for e, q in held)
+    if got != want:
+        raise InputError("the micropython device's outbox ends holding the frames (epoch, seq) %s, but the frames "
+                         "without a final receipt are %s" % (got or "none", want or "none"))
 
 
 class _Reader:

@@ -14,7 +14,8 @@
 # little-endian 8-byte values (mp_driver.py's format, one block per window).
 # Output lines: "SENT epoch seq nbytes" after each release, "RECEIPT epoch seq
 # result reason-as-JSON" for each receipt naming a held frame, and last
-# "EDGESYNTH-PUBLISHED {json of the publisher's counters}". On MemoryError:
+# "EDGESYNTH-PUBLISHED {json of the publisher's counters, and "held": the
+# [epoch, seq] left in the outbox, which the host checks}". On MemoryError:
 # "EDGESYNTH-OOM <in use> <free> <message>", exit 3.
 import binascii
 import gc
