@@ -281,26 +281,6 @@ class PgStore:
             raise StoreWriteError("%s: cannot write the store (%s)" % (self.path, self._say(e)))
         return results
 
-    def count(self):
-        """Number of stored frames (conflicts not included)."""
-        return self._read("SELECT COUNT(*) FROM frames")[0][0]
-
-    def stats(self):
-        """{"frames", "devices", "configs": {config id: frames}, "bytes", "conflicts"}."""
-        frames, size, devices = self._read(
-            "SELECT COUNT(*), COALESCE(SUM(octet_length(raw)), 0)::bigint, COUNT(DISTINCT device) FROM frames")[0]
-        configs = dict(self._read("SELECT config_id, COUNT(*) FROM frames GROUP BY config_id ORDER BY 1"))
-        conflicts = self._read("SELECT COUNT(*) FROM conflicts")[0][0]
-        return {"frames": frames, "devices": devices, "configs": configs, "bytes": size, "conflicts": conflicts}
-
-    def keys(self):
-        """{(device, epoch, seq): payload digest} of every stored frame."""
-        return {(d, e, s): h for d, e, s, h in self._read("SELECT device, epoch, seq, digest FROM frames")}
-
-    def conflicts(self):
-        """Sorted (device, epoch, seq, payload digest) of the frames kept aside."""
-        return self._read("SELECT device, epoch, seq, digest FROM conflicts ORDER BY 1, 2, 3, 4")
-
     def frames(self, devices=None, config_id=None, device_range=None):
         """The stored frames' bytes (never the conflicts), ordered by (device,
         epoch), streamed through a server-side cursor FETCH_ROWS rows at a
@@ -346,6 +326,9 @@ class PgStore:
         return list(zip([None] + cuts, cuts + [None]))
 
     # built on config_ids() and frames(): the same code for both backends
+    # the reading code that is plain SQL both databases speak
+    _RAW_BYTES = "octet_length(raw)"
+    count, stats, keys, conflicts = Store.count, Store.stats, Store.keys, Store.conflicts
     single_config = Store.single_config
     releases = Store.releases
 

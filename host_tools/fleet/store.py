@@ -185,6 +185,8 @@ class Store:
     edgesynth store of this schema raises StoreError and is left unchanged.
     """
 
+    _RAW_BYTES = "LENGTH(raw)"  # SQL of a frame's size in bytes (PostgreSQL spells it octet_length)
+
     def __init__(self, path, create=False):
         refuse(path, "a store", "it is a SQLite file, read and written in place; give its path")
         self.path = path
@@ -283,7 +285,7 @@ class Store:
     def stats(self):
         """{"frames", "devices", "configs": {config id: frames}, "bytes", "conflicts"}."""
         frames, size, devices = self._read(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(raw)), 0), COUNT(DISTINCT device) FROM frames")[0]
+            "SELECT COUNT(*), COALESCE(SUM(%s), 0), COUNT(DISTINCT device) FROM frames" % self._RAW_BYTES)[0]
         configs = dict(self._read("SELECT config_id, COUNT(*) FROM frames GROUP BY config_id ORDER BY 1"))
         conflicts = self._read("SELECT COUNT(*) FROM conflicts")[0][0]
         return {"frames": frames, "devices": devices, "configs": configs, "bytes": size, "conflicts": conflicts}
