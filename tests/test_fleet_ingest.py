@@ -225,6 +225,61 @@ def test_frames_before_a_blocking_read_are_acknowledged_before_it(env):
     assert waited == [True] and outcome.counts["stored"] == 3
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_list_of_paths_on_a_fifo_is_acknowledged_before_its_next_line(env, jobs):
+    """The list's writer is slow: the frames of the paths already listed are
+    committed and acked before the ingest waits for the next line."""
+    tmp, ring, keys, frame = env
+    files = [tmp / ("f%d.bin" % i) for i in range(3)]
+    for i, f in enumerate(files):
+        f.write_bytes(frame("a", 2 * i, 0) + frame("a", 2 * i + 1, 0))
+    fifo, acked = str(tmp / "list"), tmp / "acked"
+    os.mkfifo(fifo)
+    # another process, as a real list's writer: a forked worker would hold a thread's write end open
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time\nwith open(sys.argv[1], 'w') as fh:\n"
+        "    fh.write(sys.argv[3] + '\\n' + sys.argv[4] + '\\n')\n    fh.flush()\n"
+        "    end = time.monotonic() + 20\n"
+        "    while not os.path.exists(sys.argv[2]) and time.monotonic() < end:\n        time.sleep(0.02)\n"
+        "    print(os.path.exists(sys.argv[2]))\n    fh.write(sys.argv[5] + '\\n')\n"),
+        fifo, str(acked), *map(str, files)], stdout=subprocess.PIPE, text=True)
+
+    def on_frame(r):
+        if r.path == str(files[1]) and r.index == 1:
+            acked.touch()
+    outcome = es.ingest(None, tmp / "s.db", ring, on_frame=on_frame, files_from=fifo, jobs=jobs)
+    assert writer.communicate(timeout=30)[0] == "True\n" and outcome.counts["stored"] == 6
+
+
+def test_a_path_with_a_nul_byte_is_refused_and_the_run_goes_on(env):
+    tmp, ring, keys, frame = env
+    f = tmp / "f.bin"
+    f.write_bytes(frame("a", 0, 0))
+    listing = tmp / "list.txt"
+    listing.write_bytes(b"%s\nbad\0name\n%s\n" % (bytes(f), bytes(f)))
+    got, outcome = reports([f], tmp / "s.db", ring, files_from=listing)
+    assert [(g[2], g[6]) for g in got] == [("stored", None), ("duplicate", None),
+                                          ("rejected", "path contains a NUL byte"), ("duplicate", None)]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_bad_list_line_mid_run_reports_the_pending_batch_first(env, jobs):
+    tmp, ring, keys, frame = env
+    f = tmp / "f.bin"
+    f.write_bytes(frame("a", 0, 0) + frame("a", 1, 1))
+    listing = tmp / "list.txt"
+    listing.write_text("%s\n%s\n" % (f, "x" * 70000))
+    got = []
+    with pytest.raises(IngestStopped) as e:
+        es.ingest(None, tmp / "s.db", ring, on_frame=got.append, files_from=listing, jobs=jobs)
+    assert [r.result for r in got] == ["stored", "stored"]                 # verified, then committed and acked
+    assert "line 2 is longer than" in str(e.value) and "2 stored" in str(e.value)
+    assert snapshot(tmp / "s.db")[2] == 2
+    with pytest.raises(InputError, match="cannot read"):                   # before any frame, no store made
+        es.ingest([f], tmp / "t.db", ring, files_from=tmp / "missing.txt")
+    assert not (tmp / "t.db").exists()
+
+
 def _children(pid):
     out = []
     for p in os.listdir("/proc"):

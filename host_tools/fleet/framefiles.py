@@ -16,12 +16,19 @@ Each path given to ``edgesynth ingest`` (or es.ingest) is, in this order:
 A list of paths (``--files-from``) is read one line at a time, so a million
 names are never all in memory; each line is a path as above. Everything is
 lazy: a directory is listed (and sorted) only when the ingest reaches it.
+When the list is not a regular file (stdin, a pipe, a FIFO) and its next
+line is not there yet, FLUSH comes first: the ingest commits and
+acknowledges what it holds before it waits for the list's writer.
+A name containing a NUL byte is refused (no file can have it).
 
 ``file_frames`` reads one file and splits it into frames (envelopes only;
 edgesynth.fleet.verify checks them).
 """
+import contextlib
 import glob
 import os
+import select
+import stat
 
 from edgesynth.errors import FrameError, InputError
 from edgesynth.filekind import check as check_kind
@@ -32,14 +39,27 @@ MAX_LINE = 1 << 16  # bytes of one --files-from line (a path; PATH_MAX is 4096 o
 MAX_FILE = 1 << 30  # bytes per frame file
 
 
+class _Flush:
+    def __repr__(self):
+        return "FLUSH"
+
+
+FLUSH = _Flush()  # in a stream of paths or tasks: commit everything before it now (a read may wait)
+
+
 def expand(paths, recursive=False):
     """Yield (path, None) for each file to read, in order, or (name, reason)
     for a name that gives none (a pattern matching no file, a directory that
     cannot be listed). ``paths``: any iterable of str or path-like, consumed
     lazily."""
     for path in paths:
+        if path is FLUSH:
+            yield FLUSH, None
+            continue
         path = os.fspath(path)
-        if is_stdio(path):
+        if isinstance(path, str) and "\0" in path or isinstance(path, bytes) and b"\0" in path:
+            yield path, "path contains a NUL byte"
+        elif is_stdio(path):
             yield path, None
         elif os.path.isdir(path):
             yield from _directory(path, recursive)
@@ -82,17 +102,48 @@ def _pattern(pattern, recursive):
 
 
 def listed(path):
-    """Yield the paths listed in the text file ``path`` ("-": stdin), one per
-    line (the newline removed; empty lines skipped; bytes that are not UTF-8
-    kept as surrogate escapes, as os.fsdecode does), read one line at a time.
-    InputError at a line longer than MAX_LINE bytes (not a list of paths), or
-    at a line "-" in a list read from stdin."""
-    with open_input(path) as fh:
-        for n, line in enumerate(iter(lambda: fh.readline(MAX_LINE + 1), b""), 1):
+    """The paths listed in the text file ``path`` ("-": stdin), one per line
+    (the newline removed; empty lines skipped; bytes that are not UTF-8 kept
+    as surrogate escapes, as os.fsdecode does), read one line at a time, with
+    FLUSH before a read that would wait (see the module docstring). The list
+    is opened now: InputError here if it cannot be; later, InputError at a
+    line longer than MAX_LINE bytes (not a list of paths), or at a line "-"
+    in a list read from stdin."""
+    stack = contextlib.ExitStack()
+    fh = stack.enter_context(open_input(path))
+    return _lines(path, fh, stack)
+
+
+def _may_wait(fh):
+    """Whether reads of ``fh`` can wait for a writer: its fd (if any) is not a regular file."""
+    try:
+        return not stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError: in memory
+        return False
+
+
+def _lines(path, fh, stack):
+    waits = _may_wait(fh)
+    buf, n, eof = bytearray(), 0, False
+    with stack:
+        while buf or not eof:
+            end = buf.find(b"\n")
+            if end < 0 and not eof and len(buf) <= MAX_LINE:
+                # read1: at most one read, and (its size past the reader's buffer) it leaves
+                # nothing buffered unseen by select
+                if waits and not select.select([fh], [], [], 0)[0]:
+                    yield FLUSH
+                chunk = fh.read1(1 << 16)
+                eof = not chunk
+                buf += chunk
+                continue
+            line = bytes(buf[:end]) if end >= 0 else bytes(buf)
+            del buf[:end + 1 if end >= 0 else len(buf)]
+            n += 1
             if len(line) > MAX_LINE:
                 raise InputError("%s: line %d is longer than %d bytes: not a list of paths, one per line"
                                  % (label(path), n, MAX_LINE))
-            name = os.fsdecode(line[:-1] if line.endswith(b"\n") else line)
+            name = os.fsdecode(line)
             if is_stdio(name) and is_stdio(path):
                 raise InputError("%s: line %d is '-' (stdin), but this list is stdin: stdin can be read once"
                                  % (label(path), n))

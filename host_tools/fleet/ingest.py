@@ -18,8 +18,12 @@ DEVICE are escaped (``shown``) so that no name can end a line or split a
 field: one frame gives exactly one line. When a frame's envelope cannot be
 split the rest of the file has no frame boundaries, and the remainder of the
 file is rejected with that frame's report. A batch never waits long: it is
-committed when full, after BATCH_SECONDS, at the end of the input, and before
-a read that may wait for a writer (stdin, a FIFO).
+committed when full, when the next frame comes BATCH_SECONDS or more after its
+first, at the end of the input, and before a read that may wait for a writer
+(frames from stdin or a FIFO; the next line of a list of paths on stdin, a pipe
+or a FIFO when none is ready: framefiles.FLUSH). If the paths fail mid-run
+(a bad list line), the pending batch is committed and reported, then the run
+stops with IngestStopped.
 
 If the store cannot be written (disk full, I/O error), the run stops with an
 IngestStopped error saying what is stored and how to continue: no frame of
@@ -33,16 +37,16 @@ import time
 import urllib.parse
 from concurrent.futures.process import BrokenProcessPool
 
-from edgesynth.errors import EdgesynthError, IngestStopped, StoreWriteError
-from edgesynth.fleet.framefiles import expand, file_frames
+from edgesynth.errors import EdgesynthError, IngestStopped, InputError, StoreError, StoreWriteError
+from edgesynth.fleet.framefiles import FLUSH, expand, file_frames
 from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, schema_1_frames
-from edgesynth.fleet.verify import CHUNK_BYTES, CHUNK_FRAMES, FLUSH, Verified, verified
+from edgesynth.fleet.verify import CHUNK_BYTES, CHUNK_FRAMES, Verified, verified
 from edgesynth.stdio import is_stdio
 
 WHOLE_FILE = 1 << 20      # bytes: a file up to this size is read and checked in one piece (in a worker)
 BATCH_FRAMES = 256        # frames (and refusals) per transaction: past ~64 the fsync is no longer what costs
 BATCH_BYTES = 16 << 20    # bytes of frames per transaction, so memory stays bounded for any frame size
-BATCH_SECONDS = 0.5       # s: the longest a verified frame waits for its commit while input keeps coming
+BATCH_SECONDS = 0.5       # s: a batch is committed at the first frame this long after its first (checked in add)
 REJECTED = "rejected"
 
 
@@ -125,6 +129,9 @@ def _tasks(paths, recursive):
     here, in chunks."""
     stdin_read = False
     for path, reason in expand(paths, recursive):
+        if path is FLUSH:   # the list of paths may wait for its writer
+            yield FLUSH
+            continue
         if reason:
             yield path, [(0, None, reason)], 0
             continue
@@ -212,8 +219,12 @@ def _run(store, tasks, key_for, report, jobs):
                 else:
                     batches.add(*item)
         except BrokenProcessPool as e:
+            batches.flush()   # verified before the worker died: stored and acknowledged, not dropped
             raise _stopped(store, "ingest", outcome, "a verification process ended abruptly (%s)" % e,
                            "Fix the cause (memory?), or verify in this process with --jobs 1,")
+        except (InputError, StoreError) as e:   # the paths or the old store failed mid-run (a bad list line)
+            batches.flush()
+            raise _stopped(store, "ingest", outcome, e, "Fix the cause")
         batches.flush()
     return outcome
 

@@ -19,12 +19,11 @@ import sys
 import threading
 import time
 
-from edgesynth.errors import FrameError
-from edgesynth.fleet.framefiles import file_frames
+from edgesynth.errors import EdgesynthError, FrameError
+from edgesynth.fleet.framefiles import FLUSH, file_frames
 from edgesynth.fleet.store import config_id_of
 from edgesynth.frames import parse_frame
 
-FLUSH = "flush"          # an entry that asks for everything before it to be committed now
 CHUNK_FRAMES = 32        # tasks (files or frames) per chunk sent to a worker
 CHUNK_BYTES = 1 << 20    # bytes per chunk (a chunk closes at whichever comes first)
 IN_FLIGHT = 4            # chunks queued per worker: enough to keep it busy while this process commits
@@ -116,25 +115,30 @@ def _in_workers(tasks, jobs, key_for):
     pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(_START),
                                                   initializer=_start_worker, initargs=(key_for, os.getpid()))
     pending = collections.deque()   # (tasks of a chunk, future of their results)
-    chunk, size = [], 0
+    chunk, size, failed = [], 0, None
     try:
-        for task in tasks:
-            if task is not FLUSH:
-                chunk.append(task)
-                size += task[2]
-                if len(chunk) < CHUNK_FRAMES and size < CHUNK_BYTES:
-                    continue
-            if chunk:
-                pending.append((chunk, pool.submit(_run_chunk, chunk)))
-            chunk, size = [], 0
-            while pending and (task is FLUSH or len(pending) > IN_FLIGHT * jobs):
-                yield from _collect(*pending.popleft())
-            if task is FLUSH:
-                yield FLUSH
+        try:
+            for task in tasks:
+                if task is not FLUSH:
+                    chunk.append(task)
+                    size += task[2]
+                    if len(chunk) < CHUNK_FRAMES and size < CHUNK_BYTES:
+                        continue
+                if chunk:
+                    pending.append((chunk, pool.submit(_run_chunk, chunk)))
+                chunk, size = [], 0
+                while pending and (task is FLUSH or len(pending) > IN_FLIGHT * jobs):
+                    yield from _collect(*pending.popleft())
+                if task is FLUSH:
+                    yield FLUSH
+        except EdgesynthError as e:   # the paths failed (a bad list line): what came before is still passed on
+            failed = e
         if chunk:
             pending.append((chunk, pool.submit(_run_chunk, chunk)))
         while pending:
             yield from _collect(*pending.popleft())
+        if failed is not None:
+            raise failed
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
