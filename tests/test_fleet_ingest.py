@@ -178,6 +178,7 @@ def test_a_failed_batch_acks_none_of_its_frames(env, monkeypatch):
     f.write_bytes(b"".join(frame("a", e, e) for e in range(4)) + bytes(bad) + b"".join(
         frame("a", e, e) for e in range(4, 10)))
     monkeypatch.setattr(ingest_mod, "BATCH_FRAMES", 4)
+    monkeypatch.setattr(ingest_mod, "BATCH_SECONDS", 1e9)   # batches end by count only, even on a slow machine
     real, calls = Store.put_many, []
 
     def put_many(self, rels):
@@ -190,7 +191,7 @@ def test_a_failed_batch_acks_none_of_its_frames(env, monkeypatch):
     with pytest.raises(IngestStopped) as e:
         es.ingest(f, tmp / "s.db", ring, on_frame=got.append)
     msg = str(e.value)
-    # batch 1: frames 0-3 committed; batch 2: refusal 4 (reported, it came first), frames 5-7: not stored
+    # batch 1: frames 0-3 committed; refusal 4 reported at once (nothing pending); batch 2: frames 5-8 fail
     assert [(r.index, r.result) for r in got] == [(0, "stored"), (1, "stored"), (2, "stored"), (3, "stored"),
                                                   (4, "rejected")]
     assert "f.bin: frame 5: not stored" in msg and "disk I/O error" in msg and "nor any frame after it" in msg

@@ -116,6 +116,7 @@ def test_full_disk_stops_with_what_is_stored_and_loses_nothing(env, monkeypatch,
     with monkeypatch.context() as m:
         _limit_store(m, limit)
         m.setattr("edgesynth.fleet.ingest.BATCH_FRAMES", 2)   # several commits before the disk fills
+        m.setattr("edgesynth.fleet.ingest.BATCH_SECONDS", 1e9)  # no commit by time: batches of exactly 2
         code, out, err = run("ingest", f, "--store", db, "--keyring", ring)
     first = acks(out)
     assert code == 2 and 0 < len(first) < 40 and "internal error" not in err, err

@@ -78,18 +78,18 @@ def _run_killed(cmd, delay):
 
 
 def check_store(db, acked):
-    """Open the store as a fresh process would; returns the stored keys."""
+    """Open the store as a fresh process would; returns the frames of
+    ``acked`` it lacks (lost after an ack) and its keys."""
     with Store(db) as st:  # read-only, as `store stats` opens it
         assert st.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         keys = set(st.keys())
-    lost = acked - keys
-    assert not lost, "acknowledged frames lost after kill -9: %s" % sorted(lost)[:5]
-    return keys
+    return acked - keys, keys
 
 
 def kill_campaign(directory, kills, seed=0, per_round=5, devices=3, per_device=120):
-    """Run ``kills`` random SIGKILLs; returns a dict of figures. Raises
-    AssertionError on any lost acknowledged frame or unusable store."""
+    """Run ``kills`` random SIGKILLs; returns a dict of figures (``lost``:
+    acknowledged frames missing from the store after a kill). Raises
+    AssertionError on an unusable store."""
     rng = random.Random(seed)
     ring, files, total = make_frames(directory, devices, per_device)
     # kill moments are uniform over [start-up, full run]: two uninterrupted
@@ -108,7 +108,7 @@ def kill_campaign(directory, kills, seed=0, per_round=5, devices=3, per_device=1
     rnd = 0
     while stats["kills"] < kills:
         db = os.path.join(directory, "store-%d.db" % rnd)
-        acked = set()
+        acked, lost = set(), set()
         for _ in range(min(per_round, kills - stats["kills"])):
             lines, finished = _run_killed(_ingest_cmd(files, db, ring), rng.uniform(startup, full))
             got = _acked(lines)
@@ -116,12 +116,13 @@ def kill_campaign(directory, kills, seed=0, per_round=5, devices=3, per_device=1
             stats["kills"] += 0 if finished else 1
             stats["mid_ingest"] += 1 if got and not finished else 0
             if os.path.exists(db):
-                check_store(db, acked)
+                lost |= check_store(db, acked)[0]
             else:
                 assert not acked
         lines, finished = _run_killed(_ingest_cmd(files, db, ring), 600)
         assert finished and len(_acked(lines)) == total
-        keys = check_store(db, acked | _acked(lines))
+        missing, keys = check_store(db, acked | _acked(lines))
+        stats["lost"] += len(lost | missing)
         assert len(keys) == total
         stats["acked"] += len(acked)
         rnd += 1
@@ -133,3 +134,4 @@ def test_kill_minus_9_loses_no_acknowledged_frame(tmp_path):
     # between commits (with 120 frames, one batch, runs ended before most kills)
     s = kill_campaign(str(tmp_path), kills=6, seed=1, per_round=3, devices=2, per_device=2500)
     assert s["kills"] == 6 and s["lost"] == 0
+    assert s["mid_ingest"] >= 3          # half the kills landed after an ack and before the end

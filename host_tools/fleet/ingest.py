@@ -194,13 +194,10 @@ class _Batches:
         if rels:
             try:
                 results = iter(self.store.put_many(rels))
-            except StoreWriteError as e:
-                for path, index, result in items:   # the refusals before the first frame, then stop
-                    if isinstance(result, Verified):
-                        raise _stopped(self.store, "%s: frame %d" % (shown(path), index), self.outcome,
-                                       "not stored: %s (nor any frame after it)" % e,
-                                       "Fix the cause (free space)")
-                    self.done(Report(path, index, REJECTED, reason=result))
+            except StoreWriteError as e:   # items[0] is a frame: add() reports a refusal at once when none is pending
+                path, index, _ = items[0]
+                raise _stopped(self.store, "%s: frame %d" % (shown(path), index), self.outcome,
+                               "not stored: %s (nor any frame after it)" % e, "Fix the cause (free space)")
         for path, index, result in items:
             if isinstance(result, Verified):
                 self.done(stored_report(path, index, result, next(results)))
