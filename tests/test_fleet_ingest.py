@@ -200,7 +200,28 @@ def test_a_failed_batch_acks_none_of_its_frames(env, monkeypatch):
     assert sorted(e for _, e, _ in snapshot(tmp / "s.db")[0]) == [0, 1, 2, 3]
 
 
-def test_frames_before_a_blocking_read_are_acknowledged_before_it(env):
+def test_a_batch_holds_at_most_batch_bytes_plus_one_frame(env, monkeypatch):
+    tmp, ring, keys, frame = env
+    frames = [frame("a", e, e) for e in range(10)]
+    (tmp / "f.bin").write_bytes(b"".join(frames))
+    bound = len(frames[0]) + len(frames[1]) + 1                     # about the third frame crosses it
+    monkeypatch.setattr(ingest_mod, "BATCH_BYTES", bound)
+    monkeypatch.setattr(ingest_mod, "BATCH_SECONDS", 1e9)
+    real, calls = Store.put_many, []
+
+    def put_many(self, rels):
+        calls.append([len(r.raw) for r in rels])
+        return real(self, rels)
+    monkeypatch.setattr(Store, "put_many", put_many)
+    outcome = es.ingest(tmp / "f.bin", tmp / "s.db", ring)
+    assert outcome.counts["stored"] == 10 and sum(map(len, calls)) == 10 and len(calls) >= 3
+    for sizes in calls[:-1]:         # each batch closed by the frame that reached the bound, not before
+        assert sum(sizes) >= bound > sum(sizes[:-1])
+    assert sum(calls[-1][:-1]) < bound
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_frames_before_a_blocking_read_are_acknowledged_before_it(env, jobs):
     """A FIFO (like stdin) may wait for its writer: what came before is
     committed and reported first, not held in a batch until the FIFO ends."""
     tmp, ring, keys, frame = env
@@ -221,7 +242,7 @@ def test_frames_before_a_blocking_read_are_acknowledged_before_it(env):
     def on_frame(r):
         if r.path == str(first) and r.index == 1:
             acked.set()
-    outcome = es.ingest([first, fifo], tmp / "s.db", ring, on_frame=on_frame)
+    outcome = es.ingest([first, fifo], tmp / "s.db", ring, on_frame=on_frame, jobs=jobs)
     t.join()
     assert waited == [True] and outcome.counts["stored"] == 3
 
