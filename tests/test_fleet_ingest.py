@@ -220,6 +220,20 @@ def test_a_batch_holds_at_most_batch_bytes_plus_one_frame(env, monkeypatch):
     assert sum(calls[-1][:-1]) < bound
 
 
+def test_a_whole_file_task_reads_at_most_whole_file_bytes(env, monkeypatch):
+    """A file listed as small (read in one piece, in a worker) that grew
+    since is refused whole, not read into a chunk past the memory bound."""
+    tmp, ring, keys, frame = env
+    f = tmp / "f.bin"
+    f.write_bytes(frame("a", 0, 0))
+    monkeypatch.setattr(verify_mod, "WHOLE_FILE", f.stat().st_size)
+    (result,) = verify_mod.run_task((str(f), None, 0), keys.key_for)
+    assert isinstance(result[2], tuple) and result[2][:3] == ("a", 0, 0)                  # fits: verified
+    f.write_bytes(frame("a", 0, 0) + frame("a", 1, 1))                                    # grew after listing
+    (result,) = verify_mod.run_task((str(f), None, 0), keys.key_for)
+    assert result[1] is None and result[2] == "larger than %d bytes" % verify_mod.WHOLE_FILE
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_frames_before_a_blocking_read_are_acknowledged_before_it(env, jobs):
     """A FIFO (like stdin) may wait for its writer: what came before is

@@ -151,37 +151,37 @@ def _lines(path, fh, stack):
                 yield name
 
 
-def _read(path):
-    """The bytes of frame file ``path`` ("-": stdin), or None and why not."""
+def _read(path, limit):
+    """The bytes of frame file ``path`` ("-": stdin), at most ``limit``, or None and why not."""
     size = 0 if is_stdio(path) else None
     try:
-        if size is None and (size := os.path.getsize(path)) > MAX_FILE:
-            return None, "larger than %d bytes" % MAX_FILE
+        if size is None and (size := os.path.getsize(path)) > limit:
+            return None, "larger than %d bytes" % limit
         with open_input(path, "frames") as fh:
             # a file with a size (a regular file) in one read, one byte more
             # to see whether it grew since; else (stdin, a FIFO, a file that
-            # grew) read_into: only the bytes really there, never MAX_FILE at once
+            # grew) read_into: only the bytes really there, never ``limit`` at once
             data = fh.read(size + 1) if size else b""
             if not size or len(data) > size:
                 data = bytearray(data)
-                read_into(fh, data, MAX_FILE + 1 - len(data))
+                read_into(fh, data, limit + 1 - len(data))
     except OSError as e:
         return None, "cannot read (%s)" % (e.strerror or e)
     except InputError as e:  # stdin closed, a terminal, or a file that cannot be opened
         return None, str(e)
-    if len(data) > MAX_FILE:
-        return None, "larger than %d bytes" % MAX_FILE
+    if len(data) > limit:   # also a file that grew after the size check
+        return None, "larger than %d bytes" % limit
     if not data:
         return None, "file is empty"
     return data, None
 
 
-def file_frames(path):
-    """Read frame file ``path`` ("-": stdin) and yield (index, frame bytes,
-    None) per frame, or (index, None, reason) for the file, or for the rest
-    of it from the first envelope that cannot be split (no frame boundaries
-    after that)."""
-    data, err = _read(path)
+def file_frames(path, limit=MAX_FILE):
+    """Read frame file ``path`` ("-": stdin; at most ``limit`` bytes, else
+    it is refused whole) and yield (index, frame bytes, None) per frame, or
+    (index, None, reason) for the file, or for the rest of it from the first
+    envelope that cannot be split (no frame boundaries after that)."""
+    data, err = _read(path, limit)
     if err:
         yield 0, None, err
         return

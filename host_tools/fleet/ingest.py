@@ -40,10 +40,9 @@ from concurrent.futures.process import BrokenProcessPool
 from edgesynth.errors import EdgesynthError, IngestStopped, InputError, StoreError, StoreWriteError
 from edgesynth.fleet.framefiles import FLUSH, expand, file_frames
 from edgesynth.fleet.store import CONFLICT, DUPLICATE, STORED, schema_1_frames
-from edgesynth.fleet.verify import CHUNK_BYTES, CHUNK_FRAMES, Verified, verified
+from edgesynth.fleet.verify import CHUNK_BYTES, CHUNK_FRAMES, WHOLE_FILE, Verified, verified
 from edgesynth.stdio import is_stdio
 
-WHOLE_FILE = 1 << 20      # bytes: a file up to this size is read and checked in one piece (in a worker)
 BATCH_FRAMES = 256        # frames (and refusals) per transaction: past ~64 the fsync is no longer what costs
 BATCH_BYTES = 16 << 20    # bytes of frames per transaction, so memory stays bounded for any frame size
 BATCH_SECONDS = 0.5       # s: a batch is committed at the first frame this long after its first (checked in add)
