@@ -919,7 +919,7 @@ def keys_unrevoke(devices, from_file, keyring):
               help="A directory in FILES also gives the files of its subdirectories; '**' in a pattern spans "
                    "directories.")
 @click.option("-j", "--jobs", default=None, type=click.IntRange(1, 1024),
-              help="Processes that verify frames (1: in this process).  [default: the number of CPUs]")
+              help="Processes that verify frames (1: in this process).  [default: the CPUs this process may use]")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per frame on stdout: file, frame, device, epoch, seq, result, reason.")
 def ingest(files, store_path, keyring, files_from, recursive, jobs, as_json):

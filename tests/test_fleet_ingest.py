@@ -150,6 +150,14 @@ def test_directories_patterns_and_lists_of_files(env, tmp_path):
         es.ingest(d, tmp / "s.db", ring, jobs=0)
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity here")
+def test_default_jobs_are_the_cpus_this_process_may_use(monkeypatch):
+    from edgesynth.fleet import storage
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)          # the machine's, not this process's
+    assert storage.usable_cpus() == 1
+
+
 def test_a_list_of_paths_is_consumed_lazily(env):
     tmp, ring, keys, frame = env
     one = tmp / "one.bin"

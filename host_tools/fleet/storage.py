@@ -19,6 +19,15 @@ from edgesynth.stdio import read_once
 MAX_JOBS = 1024  # verification processes
 
 
+def usable_cpus():
+    """The CPUs this process may run on (its affinity mask, as under taskset
+    or a container's cpuset), else os.cpu_count(); at least 1."""
+    try:
+        return min(MAX_JOBS, len(os.sched_getaffinity(0))) or 1
+    except AttributeError:   # not on Linux
+        return min(MAX_JOBS, os.cpu_count() or 1)
+
+
 @contextlib.contextmanager
 def open_store(store, keyring):
     """(Store, key_for) of ``store`` (a path or postgresql:// URL, opened for
@@ -57,7 +66,8 @@ def ingest(files, store, keyring, on_frame=None, *, jobs=1, recursive=False, fil
         ``seq``; ``text()`` and ``json()`` are the command's lines). Pass
         ``list.append`` to keep them.
     jobs: processes that verify frames (1..1024; 1: in this process, None:
-        os.cpu_count()); this process reads the files and commits.
+        usable_cpus(), the CPUs this process may run on); this process
+        reads the files and commits.
     files_from: a text file ("-": stdin) listing more paths, one per line,
         read line by line after ``files``.
 
@@ -67,7 +77,7 @@ def ingest(files, store, keyring, on_frame=None, *, jobs=1, recursive=False, fil
     the store cannot be written (every frame reported before is stored; none
     of the failed batch is).
     """
-    jobs = (os.cpu_count() or 1) if jobs is None else jobs
+    jobs = usable_cpus() if jobs is None else jobs
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
         raise InputError("jobs must be a whole number of processes from 1 to %d, not %r" % (MAX_JOBS, jobs))
     paths = () if files is None else [files] if isinstance(files, (str, os.PathLike)) else files
