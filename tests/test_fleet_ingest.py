@@ -324,6 +324,21 @@ def test_a_bad_list_line_mid_run_reports_the_pending_batch_first(env, jobs):
     assert not (tmp / "t.db").exists()
 
 
+def test_a_failing_old_store_mid_migrate_reports_the_pending_batch_first(env, monkeypatch):
+    tmp, ring, keys, frame = env
+
+    def old_frames(path):
+        yield frame("a", 0, 0)
+        yield frame("a", 1, 1)
+        raise es.StoreError("%s: database disk image is malformed" % path)
+    monkeypatch.setattr(ingest_mod, "schema_1_frames", old_frames)
+    got = []
+    with Store(str(tmp / "s.db"), create=True) as st, pytest.raises(IngestStopped) as e:
+        ingest_mod.migrate("old.db", st, keys.key_for, got.append)
+    assert [r.result for r in got] == ["stored", "stored"] and "malformed" in str(e.value)
+    assert "2 stored" in str(e.value) and snapshot(tmp / "s.db")[2] == 2
+
+
 def _children(pid):
     out = []
     for p in os.listdir("/proc"):

@@ -105,11 +105,14 @@ def _frames(task, results):
         yield path, i, (res if isinstance(res, str) else Verified(raw, res))
 
 
-# fork on Linux: a worker starts in milliseconds (spawn re-imports edgesynth,
-# ~0.3 s per worker) and inherits key_for as it is, with no pickling; the
-# pool starts its processes before its own thread, so no lock is inherited
-# held. Elsewhere spawn (fork is unsafe on macOS): key_for is then pickled
-# over the pool's pipe (a Keyring's bound method pickles), never written out.
+# fork on Linux: a worker starts in milliseconds (spawn or forkserver re-import
+# edgesynth, ~0.3 s per worker, and re-run a caller's script that lacks an
+# `if __name__ == "__main__"` guard) and inherits key_for as it is, with no
+# pickling; the pool starts its processes before its own thread. A worker also
+# inherits this process's open files: a pipe's write end held by a thread here
+# keeps that pipe's reader from EOF until the pool ends. Elsewhere spawn (fork
+# is unsafe on macOS): key_for is then pickled over the pool's pipe (a
+# Keyring's bound method pickles), never written to disk.
 _START = "fork" if sys.platform.startswith("linux") else "spawn"
 
 
