@@ -122,6 +122,14 @@ def _may_wait(fh):
         return False
 
 
+def _ready(fh):
+    """Whether a read of ``fh`` would return at once (select; where it cannot poll a pipe, as on Windows, assume so)."""
+    try:
+        return bool(select.select([fh], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 def _lines(path, fh, stack):
     waits = _may_wait(fh)
     buf, n, eof = bytearray(), 0, False
@@ -131,7 +139,7 @@ def _lines(path, fh, stack):
             if end < 0 and not eof and len(buf) <= MAX_LINE:
                 # read1: at most one read, and (its size past the reader's buffer) it leaves
                 # nothing buffered unseen by select
-                if waits and not select.select([fh], [], [], 0)[0]:
+                if waits and not _ready(fh):
                     yield FLUSH
                 chunk = fh.read1(1 << 16)
                 eof = not chunk
