@@ -239,7 +239,7 @@ def test_a_whole_file_task_reads_at_most_whole_file_bytes(env, monkeypatch):
     assert isinstance(result[2], tuple) and result[2][:3] == ("a", 0, 0)                  # fits: verified
     f.write_bytes(frame("a", 0, 0) + frame("a", 1, 1))                                    # grew after listing
     (result,) = verify_mod.run_task((str(f), None, 0), keys.key_for)
-    assert result[1] is None and result[2] == "larger than %d bytes" % verify_mod.WHOLE_FILE
+    assert result[1] is None and result[2].startswith("grew past %d bytes after it was listed" % verify_mod.WHOLE_FILE)
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -322,6 +322,19 @@ def test_a_bad_list_line_mid_run_reports_the_pending_batch_first(env, jobs):
     with pytest.raises(InputError, match="cannot read"):                   # before any frame, no store made
         es.ingest([f], tmp / "t.db", ring, files_from=tmp / "missing.txt")
     assert not (tmp / "t.db").exists()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs Linux's /proc/self/mem (a read fails with EIO)")
+def test_a_list_that_fails_to_read_is_one_error_after_the_pending_batch(env):
+    """A read error of the list itself (EIO) stops the run like a bad line:
+    what was verified before is committed and said, never an internal error."""
+    tmp, ring, keys, frame = env
+    f = tmp / "f.bin"
+    f.write_bytes(frame("a", 0, 0))
+    got = []
+    with pytest.raises(IngestStopped, match="cannot read the list of paths") as e:
+        es.ingest([f], tmp / "s.db", ring, on_frame=got.append, files_from="/proc/self/mem", jobs=1)
+    assert [r.result for r in got] == ["stored"] and "1 stored" in str(e.value)
 
 
 def test_a_failing_old_store_mid_migrate_reports_the_pending_batch_first(env, monkeypatch):

@@ -141,7 +141,10 @@ def _lines(path, fh, stack):
                 # nothing buffered unseen by select
                 if waits and not _ready(fh):
                     yield FLUSH
-                chunk = fh.read1(1 << 16)
+                try:
+                    chunk = fh.read1(1 << 16)
+                except OSError as e:  # EIO and the like: a bad list, said in one line
+                    raise InputError("%s: cannot read the list of paths (%s)" % (label(path), e.strerror or e))
                 eof = not chunk
                 buf += chunk
                 continue
@@ -159,12 +162,14 @@ def _lines(path, fh, stack):
                 yield name
 
 
-def _read(path, limit):
-    """The bytes of frame file ``path`` ("-": stdin), at most ``limit``, or None and why not."""
+def _read(path, limit, over=None):
+    """The bytes of frame file ``path`` ("-": stdin), at most ``limit``, or
+    None and why not (``over``, if given, when it holds more)."""
+    over = over or "larger than %d bytes" % limit
     size = 0 if is_stdio(path) else None
     try:
         if size is None and (size := os.path.getsize(path)) > limit:
-            return None, "larger than %d bytes" % limit
+            return None, over
         with open_input(path, "frames") as fh:
             # a file with a size (a regular file) in one read, one byte more
             # to see whether it grew since; else (stdin, a FIFO, a file that
@@ -178,18 +183,18 @@ def _read(path, limit):
     except InputError as e:  # stdin closed, a terminal, or a file that cannot be opened
         return None, str(e)
     if len(data) > limit:   # also a file that grew after the size check
-        return None, "larger than %d bytes" % limit
+        return None, over
     if not data:
         return None, "file is empty"
     return data, None
 
 
-def file_frames(path, limit=MAX_FILE):
+def file_frames(path, limit=MAX_FILE, over=None):
     """Read frame file ``path`` ("-": stdin; at most ``limit`` bytes, else
-    it is refused whole) and yield (index, frame bytes, None) per frame, or
+    it is refused whole, for the reason ``over`` if given) and yield (index, frame bytes, None) per frame, or
     (index, None, reason) for the file, or for the rest of it from the first
     envelope that cannot be split (no frame boundaries after that)."""
-    data, err = _read(path, limit)
+    data, err = _read(path, limit, over)
     if err:
         yield 0, None, err
         return

@@ -25,6 +25,8 @@ from edgesynth.fleet.store import config_id_of
 from edgesynth.frames import parse_frame
 
 WHOLE_FILE = 1 << 20     # bytes: a file up to this size is read and checked in one piece (in a worker)
+GREW = ("grew past %d bytes after it was listed (still being written?); nothing of it stored: ingest it "
+        "again once it is complete")
 CHUNK_FRAMES = 32        # tasks (files or frames) per chunk sent to a worker
 CHUNK_BYTES = 1 << 20    # bytes per chunk (a chunk closes at whichever comes first)
 IN_FLIGHT = 4            # chunks queued per worker: enough to keep it busy while this process commits
@@ -72,7 +74,7 @@ def run_task(task, key_for):
     path, items, _ = task
     if items is None:   # at most WHOLE_FILE bytes, even if the file grew since it was listed: chunk memory bound
         return [(i, raw, reason if raw is None else check(raw, key_for))
-                for i, raw, reason in file_frames(path, WHOLE_FILE)]
+                for i, raw, reason in file_frames(path, WHOLE_FILE, GREW % WHOLE_FILE)]
     return [(i, None, reason if raw is None else check(raw, key_for)) for i, raw, reason in items]
 
 
