@@ -337,7 +337,7 @@ def test_a_change_that_would_pass_the_size_cap_is_refused_and_can_still_be_undon
 
 def test_gateway_keyring_reader_sees_a_revocation_made_before_it_started_or_with_the_same_mtime(tmp_path):
     """The keyring's identity is taken from the fd read, not stat-ed after the store is connected (a revoke
-    in between was never picked up), and compared as (inode, mtime, size), not mtime alone."""
+    in between was never picked up), and compared as (device, inode, mtime, ctime, size), not mtime alone."""
     from edgesynth.fleet.gateway import _keyring_reader
     ring = fleet_ring(tmp_path / "k.json", revoked=["d3"])
     loaded = load(ring)

@@ -101,8 +101,8 @@ def check_device_id(device_id):
 class Keyring:
     """Device id -> key bytes, loaded from ``path`` (see module docstring):
     ``keys`` the explicit keys, ``master`` the fleet master (32 bytes) or
-    None, ``revoked`` the revoked device ids. ``identity``: (st_ino,
-    st_mtime_ns, st_size) of the file that was read (fstat of the fd read;
+    None, ``revoked`` the revoked device ids. ``identity``: file_identity()
+    of the file that was read (fstat of the fd read;
     None if none was), so a reader can tell whether the file has changed since."""
 
     def __init__(self, path, keys, master=None, revoked=(), identity=None):
@@ -249,9 +249,13 @@ def load(path, missing_ok=False):
 
 
 def file_identity(st):
-    """(st_ino, st_mtime_ns, st_size) of an os.stat_result: changes when the
-    keyring is replaced (a rename gives a new inode) or written in place."""
-    return st.st_ino, st.st_mtime_ns, st.st_size
+    """(st_dev, st_ino, st_mtime_ns, st_ctime_ns, st_size) of an os.stat_result:
+    changes when the keyring is replaced (a rename gives a new inode and
+    ctime) or written in place. A freed inode reused within one timestamp tick
+    for a file of the same size would look unchanged: the reason a revocation
+    should be checked (`keys list`) rather than assumed on coarse-clocked
+    filesystems."""
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size
 
 
 def _listed_id(path, device_id):
@@ -337,7 +341,7 @@ def new_fleet_key(path, force=False):
 
 def revoke_keys(path, devices):
     """Add ``devices`` (device ids) to the keyring's revocation list: from
-    then on key_for gives them no key, so ingest and the gateway refuse their
+    then key_for raises Refused for them, so ingest and the gateway refuse their
     new frames with a reason saying "revoked". Frames already stored stay in
     the store. Revoking a revoked device again is no change. Returns the Keyring."""
     ids = [check_device_id(d) for d in devices]
