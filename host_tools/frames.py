@@ -142,10 +142,6 @@ def _reject_ext(code, data):
     raise BadPayload("ext types are not allowed (ext %d)" % code)
 
 
-# scan_msgpack's table: first byte -> (kind, bytes of the length field or of
-# the whole scalar, inline length or the scalar's decoded cost in bytes).
-
-
 def decode_payload(data):
     """msgpack-decode a payload (bytes-like) once scan_msgpack has bounded its
     nesting, object count and decoded size by the largest legal frame's."""

@@ -169,8 +169,9 @@ def frame_bound(cfg):
 
     The agent is built without its noise (``restore`` leaves the counters at
     zero): every mechanism writes its counters packed at a fixed width, so
-    their values do not change the length, and drawing the noise of a large
-    state takes seconds."""
+    their values do not change the length (privhp's clamp is a msgpack int,
+    1 to 5 bytes: within FRAME_SLACK), and drawing the noise of a large state
+    takes seconds."""
     a = Agent(for_device(cfg), device_id="d" * 64, epoch=MAX_U32, seq=MAX_U32, key=bytes(32), restore=_no_noise)
     return len(a.release()) + FRAME_SLACK
 

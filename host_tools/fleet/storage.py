@@ -83,9 +83,9 @@ def ingest(files, store, keyring, on_frame=None, *, jobs=1, recursive=False, fil
     paths = () if files is None else [files] if isinstance(files, (str, os.PathLike)) else files
     if isinstance(paths, (list, tuple)):
         read_once(list(paths) + ([] if files_from is None else [files_from]))
+    ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)  # before a list that may wait
     if files_from is not None:
         paths = itertools.chain(paths, listed(files_from))
-    ring = keyring if isinstance(keyring, Keyring) else load_keyring(keyring)
     return _into_store(store, ring, lambda st, key_for, report: ingest_files(
         st, paths, key_for, report, jobs=jobs, recursive=recursive), on_frame)
 

@@ -29,6 +29,7 @@ without a byte written) and its schema by ``PRAGMA user_version``. Reading
 commands open the database read-only (``mode=ro``).
 """
 import contextlib
+import json
 import os
 import secrets
 import sqlite3
@@ -273,14 +274,19 @@ class Store:
             return STORED
         have = self.db.execute("SELECT digest FROM frames WHERE device=? AND epoch=?",
                                (rel.device, rel.epoch)).fetchone()
+        if have is None:  # ignored for another reason than the key: put_many says it, nothing written
+            raise sqlite3.IntegrityError("frame of device %r epoch %d neither inserted nor found"
+                                         % (rel.device, rel.epoch))
         if have[0] == digest:
             return DUPLICATE
         self.db.execute("INSERT OR IGNORE INTO conflicts VALUES (?, ?, ?, ?, ?, ?)", row)
         return CONFLICT
 
-    def count(self):
-        """Number of stored frames (conflicts not included)."""
-        return self._read("SELECT COUNT(*) FROM frames")[0][0]
+    def count(self, devices=None, config_id=None, device_range=None, exclude=None):
+        """Number of stored frames (conflicts not included), optionally
+        filtered as frames() is; counted in the database, no frame read."""
+        sql, args = self._select("COUNT(*)", devices, config_id, device_range, exclude)
+        return self._read(sql, args)[0][0]
 
     def stats(self):
         """{"frames", "devices", "configs": {config id: frames}, "bytes", "conflicts"}."""
@@ -298,14 +304,21 @@ class Store:
         """Sorted (device, epoch, seq, payload digest) of the frames kept aside."""
         return self._read("SELECT device, epoch, seq, digest FROM conflicts ORDER BY 1, 2, 3, 4")
 
-    def _select(self, columns, devices=None, config_id=None, device_range=None):
+    def _select(self, columns, devices=None, config_id=None, device_range=None, exclude=None):
         """SQL and arguments selecting ``columns`` of the stored frames (never
         the conflicts) of ``devices`` (ids), ``config_id`` and ``device_range``
-        ((lo, hi): lo <= device < hi, None unbounded)."""
+        ((lo, hi): lo <= device < hi, None unbounded), without those of the
+        devices in ``exclude`` (ids). A list of ids is one parameter, a JSON
+        array read by json_each (SQLite 3.38+ has it built in): a statement's
+        parameters are capped (32766), a revocation list or a --device list is
+        not; SQLite builds the list's index once per statement."""
         where, args = [], []
         if devices:
-            where.append("device IN (%s)" % ",".join("?" * len(devices)))
-            args.extend(devices)
+            where.append("device IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(devices)))
+        if exclude:
+            where.append("device NOT IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(exclude)))
         if config_id:
             where.append("config_id = ?")
             args.append(config_id)
@@ -318,35 +331,39 @@ class Store:
             args.append(hi)
         return "SELECT %s FROM frames%s" % (columns, " WHERE " + " AND ".join(where) if where else ""), args
 
-    def frames(self, devices=None, config_id=None, device_range=None):
+    def frames(self, devices=None, config_id=None, device_range=None, exclude=None):
         """Iterator of the exact bytes of the stored frames (never the
-        conflicts) in (device, epoch) order, optionally filtered (see
-        _select), streamed from the database one row at a time: memory does
-        not grow with the number of frames. A reading snapshot: frames stored
-        meanwhile are not seen."""
-        sql, args = self._select("raw", devices, config_id, device_range)
+        conflicts) in (device, epoch) order, optionally filtered: ``devices``
+        (ids: only these), ``config_id`` (only this configuration),
+        ``device_range`` ((lo, hi): lo <= device < hi, either None for
+        unbounded), ``exclude`` (ids, any number: never these devices' frames,
+        which are not read at all). Streamed from the database one row at a
+        time: memory does not grow with the number of frames. A reading
+        snapshot: frames stored meanwhile are not seen."""
+        sql, args = self._select("raw", devices, config_id, device_range, exclude)
         try:
             for (raw,) in self.db.execute(sql + " ORDER BY device, epoch", args):
                 yield raw
         except sqlite3.Error as e:
             raise StoreError("%s: cannot read the store (%s)" % (self.path, e))
 
-    def config_ids(self, devices=None, device_range=None):
-        """Sorted distinct configuration ids of the selected stored frames."""
-        sql, args = self._select("DISTINCT config_id", devices, None, device_range)
+    def config_ids(self, devices=None, device_range=None, exclude=None):
+        """Sorted distinct configuration ids of the selected stored frames (filters as frames())."""
+        sql, args = self._select("DISTINCT config_id", devices, None, device_range, exclude)
         return [r[0] for r in self._read(sql + " ORDER BY 1", args)]
 
-    def device_ranges(self, parts, config_id=None):
+    def device_ranges(self, parts, config_id=None, exclude=None):
         """Up to ``parts`` (>= 1) consecutive device ranges (lo, hi) covering
         every device (the first lo and the last hi None, unbounded), with
-        about equal numbers of stored frames of ``config_id`` (None: all).
+        about equal numbers of stored frames of ``config_id`` (None: all),
+        not counting the frames of the devices in ``exclude`` (ids).
         Every frame of a device falls in one range. One pass over the device
         column (the primary key's index alone when no other configuration is
         stored)."""
         check_parts(parts)
         if config_id and self.config_ids() == [config_id]:
             config_id = None
-        sql, args = self._select("device", None, config_id)
+        sql, args = self._select("device", None, config_id, None, exclude)
         total = self._read("SELECT COUNT(*) FROM (%s)" % sql, args)[0][0]
         marks = {total * i // parts for i in range(1, parts)}
         cuts, first = [], None
@@ -373,11 +390,11 @@ class Store:
         config_id = self.single_config(devices, config_id)
         return [parse_frame(raw)[0] for raw in self.frames(devices, config_id)]
 
-    def single_config(self, devices=None, config_id=None, device_range=None):
-        """The one configuration id of the selected frames (``config_id`` if
-        given and any frame has it); InputError when none match or several
-        configurations do."""
-        ids = self.config_ids(devices, device_range)
+    def single_config(self, devices=None, config_id=None, device_range=None, exclude=None):
+        """The one configuration id of the selected frames (filters as
+        frames(); ``config_id`` if given and any frame has it); InputError
+        when none match or several configurations do."""
+        ids = self.config_ids(devices, device_range, exclude)
         if config_id:
             ids = [i for i in ids if i == config_id]
         if not ids:
