@@ -472,3 +472,70 @@ def test_assemble_store_with_a_keyring_leaves_out_revoked_devices_frames_and_cou
     assert code == 0 and json.loads(out)["revoked_frames_left_out"] == 2
     code, out, err = run("assemble", "--store", db, "--keyring", ring)
     assert code == 0 and "(2 stored frame(s) of devices revoked in the keyring left out)" in err
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    from tests.pg_server import Server, binaries
+    pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install 'edgesynth[postgres]')")
+    if binaries() is None:
+        pytest.skip("PostgreSQL server binaries not found (apt-get install postgresql; .ci/run installs it)")
+    srv = Server(fsync=False)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request, tmp_path):
+    """(a new store's target, its SQL parameter mark) on each backend."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db"), "?"
+    return request.getfixturevalue("pg_server").database("revoked_%d" % os.getpid()), "%s"
+
+
+def test_revoked_devices_frames_are_left_out_in_the_store_query(tmp_path, frame, make_config, store_target):
+    """A revoked device's stored frames are left out by the store's query itself: frames of
+    another configuration do not make the selection ambiguous, damaged ones are never decoded,
+    and they are counted in the database, on SQLite and PostgreSQL."""
+    from edgesynth.fleet.backends import connect
+    target, mark = store_target
+    ring = fleet_ring(tmp_path / "k.json")
+    other = make_config(d=1, r=4, k=8, w=4, j=1)
+    a = agent.Agent(other, seed=b"o", device_id="d2", epoch=3, seq=3, key=load(ring).require("d2"))
+    for i in range(10):
+        a.update((i / 10,))
+    raws = [frame(ring, d, e) for d in ("d1", "d2", "d3") for e in (1, 2)] + [bytes(a.release())]
+    cid, oid = (parse_frame(raws[i])[0].mechs[0].config_id() for i in (0, -1))
+    with connect(target, create=True) as st:
+        st.put_many([parse_frame(r)[0] for r in raws])
+    with pytest.raises(InputError, match="2 configurations"):  # the compromised d2's second configuration
+        es.assemble(store=target)
+    es.revoke_keys(ring, ["d2"])
+    want = es.assemble(store=target, devices=["d1", "d3"]).to_bytes()
+    gen = es.assemble(store=target, keyring=ring)
+    assert gen.to_bytes() == want
+    assert gen.summary()["revoked_frames_left_out"] == 3 and gen.summary()["frames"] == 4  # both configurations
+    picked = es.assemble(store=target, keyring=ring, config_id=cid).summary()
+    assert picked["revoked_frames_left_out"] == 2 and picked["frames"] == 4  # the chosen configuration only
+
+    many = ["x%06d" % i for i in range(40000)] + ["d2"]  # more ids than SQLite's 32766 parameters
+    with connect(target) as st:
+        assert st.count() == 7 and st.count(exclude=many) == 4 and st.count(devices=["d2"]) == 3
+        assert st.count(devices=["d2"], config_id=oid) == 1 and st.count(device_range=("d2", None)) == 5
+        assert st.config_ids() == sorted([cid, oid]) and st.config_ids(exclude=many) == [cid]
+        assert len(list(st.frames(exclude=many))) == 4 and list(st.frames(devices=many)) == raws[2:4] + raws[-1:]
+        ranges = st.device_ranges(2, cid, exclude=["d2"])
+        assert ranges[0][0] is None and ranges[-1][1] is None
+        assert [len(list(st.frames(device_range=r, exclude=["d2"]))) for r in ranges] == [2, 2]
+
+    with connect(target, create=True) as st:  # damage every frame of d2 in place
+        st.db.execute("UPDATE frames SET raw = %s WHERE device = %s" % (mark, mark), (b"\x00junk", "d2"))
+    with pytest.raises(es.StoreError, match="damaged"):  # the damage is real...
+        es.assemble(store=target, config_id=cid)
+    assert es.assemble(store=target, keyring=ring).to_bytes() == want  # ...and never read once d2 is revoked
+    if mark == "?":
+        assert es.assemble(store=target, keyring=ring, workers=1).to_bytes() == want  # Dask tasks leave it out too
+
+    es.revoke_keys(ring, ["d1", "d3"])
+    with pytest.raises(InputError, match=r"every selected stored frame \(7\) is of a device revoked"):
+        es.assemble(store=target, keyring=ring)

@@ -30,18 +30,18 @@ from edgesynth.mechanisms import build
 from edgesynth.merge import Merges
 
 PARTS_PER_WORKER = 2  # device ranges per worker thread: a slow range does not hold the others idle
-COUNT_CHUNK = 500     # device ids per query when counting the frames left out (SQL parameters are bounded)
 CLUSTER_TIMEOUT_S = 30
 
 
 def merge_frames(store, devices=None, config_id=None, device_range=None, exclude=frozenset()):
     """The running merge (Merges) of an open store's selected frames, streamed,
-    leaving out the frames of the devices in ``exclude`` (a set of ids).
-    A stored frame that does not decode is a StoreError naming the store and
-    where the frame is (the store holds only frames that decoded when stored)."""
+    leaving out the frames of the devices in ``exclude`` (ids; the store does
+    not even read them). A stored frame that does not decode is a StoreError
+    naming the store and where the frame is (the store holds only frames that
+    decoded when stored)."""
     merges = Merges(unique=False)
     rel = None
-    for i, raw in enumerate(store.frames(devices, config_id, device_range)):
+    for i, raw in enumerate(store.frames(devices, config_id, device_range, exclude)):
         try:
             rel = parse_frame(raw)[0]
         except FrameError as e:
@@ -51,16 +51,8 @@ def merge_frames(store, devices=None, config_id=None, device_range=None, exclude
                                     else ""))
             raise StoreError("%s: stored frame %d of the selection (%s, in device order): %s (the store is "
                              "damaged)" % (store.path, i + 1, where, e)) from e
-        if rel.device not in exclude:
-            merges.add(rel)
+        merges.add(rel)
     return merges
-
-
-def count_frames(store, devices, config_id=None):
-    """The number of stored frames of ``devices`` (ids, any number) and ``config_id``."""
-    devices = sorted(devices)
-    return sum(sum(1 for _ in store.frames(devices[i:i + COUNT_CHUNK], config_id))
-               for i in range(0, len(devices), COUNT_CHUNK))
 
 
 def assemble_store(store, devices=None, config_id=None, mechanism=None, force_sum=False, workers=None,
@@ -71,7 +63,10 @@ def assemble_store(store, devices=None, config_id=None, mechanism=None, force_su
     configuration. ``workers`` (1..1024) or ``cluster`` ("tcp://host:port"):
     merge on Dask (module docstring); the result is the same. The frames of
     the devices in ``exclude`` (ids, e.g. those revoked in a keyring) are left
-    out. Returns (model, number of selected frames left out)."""
+    out before anything else: they are never read, and their configurations
+    do not count (a revoked device's frames of another configuration do not
+    make the selection ambiguous). Returns (model, number of frames of the
+    selection, in any configuration unless ``config_id`` is given, left out)."""
     if workers is not None and cluster is not None:
         raise InputError("give --workers (a local Dask cluster) or --cluster (a running one), not both")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or
@@ -82,8 +77,11 @@ def assemble_store(store, devices=None, config_id=None, mechanism=None, force_su
     own = not hasattr(store, "frames")
     st = connect(os.fspath(store)) if own else store
     try:
-        config_id = st.single_config(devices, config_id)
-        left_out = count_frames(st, exclude, config_id)
+        left_out = st.count(sorted(exclude), config_id) if exclude else 0
+        if left_out and not st.config_ids(devices, exclude=exclude):
+            raise InputError("%s: every selected stored frame (%d) is of a device revoked in the keyring"
+                             % (st.path, left_out))
+        config_id = st.single_config(devices, config_id, exclude=exclude)
         if workers is None and cluster is None:
             merges = merge_frames(st, devices, config_id, exclude=exclude)
         else:
@@ -139,7 +137,7 @@ def _dask_merge(st, devices, config_id, workers, cluster, exclude):
         raise InputError("cannot reach the Dask scheduler %s (%s)" % (cluster or "", e))
     try:
         threads = max(1, sum(client.nthreads().values()))
-        ranges = st.device_ranges(PARTS_PER_WORKER * threads, config_id)
+        ranges = st.device_ranges(PARTS_PER_WORKER * threads, config_id, exclude)
         target = _target(st)
         parts = [client.submit(_merge_part, target, devices, config_id, r, exclude, pure=False) for r in ranges]
         while len(parts) > 1:  # pairwise, adjacent: device order is kept

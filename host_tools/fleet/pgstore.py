@@ -281,7 +281,7 @@ class PgStore:
             raise StoreWriteError("%s: cannot write the store (%s)" % (self.path, self._say(e)))
         return results
 
-    def frames(self, devices=None, config_id=None, device_range=None):
+    def frames(self, devices=None, config_id=None, device_range=None, exclude=None):
         """The stored frames' bytes (never the conflicts), ordered by (device,
         epoch), streamed through a server-side cursor FETCH_ROWS rows at a
         time (memory independent of the number of frames), on a read-only
@@ -290,9 +290,10 @@ class PgStore:
         usual, and several iterators may be read in any order.
 
         devices: only these ids; config_id: only this configuration;
-        device_range: (lo, hi), lo <= device < hi, either None for unbounded.
+        device_range: (lo, hi), lo <= device < hi, either None for unbounded;
+        exclude: never these devices' frames (ids, any number; not read at all).
         """
-        where, args = _where(devices, config_id, device_range)
+        where, args = _where(devices, config_id, device_range, exclude)
         name = "edgesynth_frames_%d" % next(self._cursors)  # a distinct name for each iterator (pg_cursors)
         db = self._connect(read_only=True)
         try:
@@ -306,18 +307,19 @@ class PgStore:
         finally:
             db.close()
 
-    def config_ids(self, devices=None, device_range=None):
+    def config_ids(self, devices=None, device_range=None, exclude=None):
         """Sorted distinct configuration ids of the selected frames (as frames())."""
-        where, args = _where(devices, None, device_range)
+        where, args = _where(devices, None, device_range, exclude)
         return [c for (c,) in self._read("SELECT DISTINCT config_id FROM frames%s ORDER BY 1" % where, args)]
 
-    def device_ranges(self, parts, config_id=None):
+    def device_ranges(self, parts, config_id=None, exclude=None):
         """Up to ``parts`` (lo, hi) device ranges covering every device (first
         lo and last hi None, each hi the next lo), cut at the devices that start
-        each 1/parts of the frames (of ``config_id`` if given) in (device,
-        epoch) order: roughly equal frame counts, a device never split."""
+        each 1/parts of the frames (of ``config_id`` if given, not those of the
+        devices in ``exclude``) in (device, epoch) order: roughly equal frame
+        counts, a device never split."""
         check_parts(parts)
-        where, args = _where(None, config_id, None)
+        where, args = _where(None, config_id, None, exclude)
         n = self._read("SELECT COUNT(*) FROM frames%s" % where, args)[0][0]
         marks = sorted({1 + k * n // parts for k in range(parts)})
         firsts = self._read("SELECT device FROM (SELECT device, row_number() OVER (ORDER BY device, epoch) AS i "
@@ -325,20 +327,32 @@ class PgStore:
         cuts = sorted({d for (d,) in firsts[1:]} - {firsts[0][0]}) if firsts else []
         return list(zip([None] + cuts, cuts + [None]))
 
+    def count(self, devices=None, config_id=None, device_range=None, exclude=None):
+        """Number of stored frames (conflicts not included), filtered as
+        frames(); counted in the database, no frame read."""
+        where, args = _where(devices, config_id, device_range, exclude)
+        return self._read("SELECT COUNT(*) FROM frames%s" % where, args)[0][0]
+
     # built on config_ids() and frames(): the same code for both backends
     # the reading code that is plain SQL both databases speak
     _RAW_BYTES = "octet_length(raw)"
-    count, stats, keys, conflicts = Store.count, Store.stats, Store.keys, Store.conflicts
+    stats, keys, conflicts = Store.stats, Store.keys, Store.conflicts
     single_config = Store.single_config
     releases = Store.releases
 
 
-def _where(devices, config_id, device_range):
-    """(" WHERE ..." or "", parameters) selecting frames as frames() documents."""
+def _where(devices, config_id, device_range, exclude=None):
+    """(" WHERE ..." or "", parameters) selecting frames as frames() documents.
+    ``exclude`` is one array parameter (any length) left out by an anti-join
+    (NOT EXISTS): the planner hashes or sorts the list once instead of
+    comparing every frame with every id (``<> ALL`` would)."""
     where, args = [], []
     if devices:
         where.append("device = ANY(%s)")
         args.append(list(devices))
+    if exclude:
+        where.append('NOT EXISTS (SELECT 1 FROM unnest(%s::text[]) AS x(d) WHERE x.d COLLATE "C" = frames.device)')
+        args.append(list(exclude))
     if config_id:
         where.append("config_id = %s")
         args.append(config_id)
