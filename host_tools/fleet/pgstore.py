@@ -211,15 +211,6 @@ class PgStore:
             raise StoreError("%s: store schema %s, this edgesynth reads %d"
                              % (self.path, "/".join(map(str, versions)) or "missing", SCHEMA_VERSION))
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self):
-        self.db.close()
-
     def _read(self, sql, args=()):
         """All rows of a query, in one transaction; a failure becomes a StoreError."""
         try:
@@ -336,6 +327,7 @@ class PgStore:
     # built on config_ids() and frames(): the same code for both backends
     # the reading code that is plain SQL both databases speak
     _RAW_BYTES = "octet_length(raw)"
+    __enter__, __exit__, close = Store.__enter__, Store.__exit__, Store.close
     stats, keys, conflicts = Store.stats, Store.keys, Store.conflicts
     single_config = Store.single_config
     releases = Store.releases
