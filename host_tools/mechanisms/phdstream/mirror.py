@@ -1,0 +1,144 @@
+"""The host's mirror of a PHDStream device's union tree, rebuilt bit for bit
+from its per-window payloads (docs/mechanisms/phdstream.md, "Host").
+
+Each step's split bitmap names T(t) inside the union tree: a split node
+whose children the mirror lacks gets them (the device created them in that
+step), and every leaf of T(t) adds its released increment to its Cn. So
+after each window the mirror holds the device's tree shape and Cn exactly
+(integers); Cd is their sum over strict descendants, as on the device.
+After a gap (a missing step) the mirror waits for the next payload with a
+snapshot and restarts from it; a snapshot that arrives in sync must equal
+the mirror, which checks the stream end to end.
+"""
+import numpy as np
+
+from edgesynth.errors import SchemaError
+from edgesynth.mechanisms.phdstream import tree
+
+
+class Mirror:
+    """Union tree of one device's stream. Attributes: ``params`` (wire.Params
+    of the stream, None before the first applied window), ``t`` (the last
+    step applied, None before), ``leaves`` (node ids of the leaves of T(t),
+    in canonical BFS order), ``skipped`` (windows that could not be applied:
+    after a gap, before a snapshot). Node ids are the mirror's own (0 the
+    root, children allocated in pairs); canonical() gives the id-free form.
+    """
+
+    def __init__(self):
+        self.params = None
+        self.t = None
+        self.leaves = []
+        self.skipped = 0
+        self._kid0 = [-1]  # first child's id (the second is kid0 + 1), -1: none
+        self._depth = [0]
+        self._cn = [0]
+
+    @property
+    def nodes(self):
+        return len(self._cn)
+
+    def apply(self, window):
+        """Fold in one decoded window (wire.Window). Returns True if the
+        mirror now holds the state after step ``window.t``, False if the
+        window was skipped (a gap or a new configuration, and no snapshot).
+        Raises SchemaError if the window contradicts the tree (a split below
+        the maximum depth, a pool overflow, a snapshot unequal to the
+        mirror): the stream is not one device's."""
+        in_sync = self.t is not None and window.t == self.t + 1 and window.params == self.params
+        if in_sync:
+            self._walk(window, grow=True)
+            self.t = window.t
+            if window.snap is not None:
+                kids, cn, _ = self.canonical()
+                if not (np.array_equal(kids, window.snap.kids) and np.array_equal(cn, window.snap.cn)):
+                    raise SchemaError("phdstream step %d: the snapshot differs from the tree rebuilt from the steps"
+                                      % window.t)
+            return True
+        if window.snap is None:
+            self.skipped += 1
+            return False
+        self._restore(window)
+        return True
+
+    def _restore(self, window):
+        """Rebuild from the snapshot of ``window`` (the union tree after its
+        step), then find T(t)'s leaves in it."""
+        snap = window.snap
+        rank = np.cumsum(snap.kids) - 1
+        # in canonical BFS order, the k-th node with children has its pair at 1 + 2k
+        kid0 = np.where(snap.kids, 1 + 2 * rank, -1)
+        depth = np.zeros(snap.n, dtype=np.int64)
+        for v in np.flatnonzero(snap.kids):  # parents precede children in BFS order
+            depth[kid0[v]] = depth[kid0[v] + 1] = depth[v] + 1
+        if depth.max() > window.params.depth:
+            raise SchemaError("phdstream snapshot at step %d is deeper than p.depth" % window.t)
+        self.params = window.params
+        self._kid0, self._depth, self._cn = kid0.tolist(), depth.tolist(), snap.cn.tolist()
+        self._walk(window, grow=False)
+        self.t = window.t
+
+    def _walk(self, window, grow):
+        """Read T(t) off the split bits (a BFS queue over node ids): each 1
+        enqueues the node's two children, created if ``grow`` and missing;
+        each 0 is a leaf of T(t), which adds its increment when ``grow``
+        (a snapshot already holds the step's increments)."""
+        kid0, depth, cn = self._kid0, self._depth, self._cn
+        p = window.params
+        queue = [0]
+        leaves = []
+        for i, split in enumerate(window.split.tolist()):
+            v = queue[i]
+            if not split:
+                leaves.append(v)
+                continue
+            if depth[v] >= p.depth:
+                raise SchemaError("phdstream step %d splits a node at the maximum depth %d" % (window.t, p.depth))
+            if kid0[v] < 0:
+                if not grow:
+                    raise SchemaError("phdstream step %d splits a node without children in its snapshot" % window.t)
+                if len(cn) + 2 > p.max_nodes:
+                    raise SchemaError("phdstream step %d splits past the pool of %d nodes" % (window.t, p.max_nodes))
+                kid0[v] = len(cn)
+                kid0.extend((-1, -1))
+                depth.extend((depth[v] + 1, depth[v] + 1))
+                cn.extend((0, 0))
+            queue.append(kid0[v])
+            queue.append(kid0[v] + 1)
+        if grow:
+            for v, y in zip(leaves, window.y.tolist()):
+                cn[v] += y
+        self.leaves = leaves
+
+    def children(self):
+        """int64 (N, 2): the union tree as edgesynth.mechanisms.phdstream.tree takes it."""
+        kid0 = np.array(self._kid0, dtype=np.int64)
+        return np.where(kid0[:, None] >= 0, kid0[:, None] + np.arange(2), -1)
+
+    def canonical(self):
+        """(kids bool, cn int64, cd int64), each over the union tree in
+        canonical BFS order: whether a node has children, its Cn, and its Cd
+        (the sum of Cn over its strict descendants). Equal for two trees iff
+        they are the same tree with the same counts, whatever the node ids."""
+        kid0, cn = self._kid0, self._cn
+        order = [0]
+        for v in order:  # the list grows while it is read: a BFS
+            if kid0[v] >= 0:
+                order.append(kid0[v])
+                order.append(kid0[v] + 1)
+        cd = [0] * len(cn)
+        for v in reversed(order):  # children before parents
+            if kid0[v] >= 0:
+                a = kid0[v]
+                cd[v] = cd[a] + cn[a] + cd[a + 1] + cn[a + 1]
+        kids = np.array([kid0[v] >= 0 for v in order], dtype=bool)
+        return kids, np.array([cn[v] for v in order], dtype=np.int64), np.array([cd[v] for v in order], dtype=np.int64)
+
+    def generator(self):
+        """The per-step generator of step ``t``: (box_lo, box_hi, mass) of
+        the leaves of T(t), G = Ext_T(Cn) (tree.step_leaves) over the public
+        box of the parameters. Post-processing of the released windows."""
+        if self.t is None:
+            raise SchemaError("phdstream mirror has applied no window yet")
+        return tree.step_leaves(self.children(), self.leaves, np.array(self._cn, dtype=np.float64),
+                                self.params.lo, self.params.hi)

@@ -1,0 +1,295 @@
+"""PHDStream's host decoder and mirror (edgesynth.mechanisms.phdstream.wire,
+.mirror) against payloads written to the Wire section of
+docs/mechanisms/phdstream.md by an independent stand-in device: a tree
+keyed by path strings with random split decisions, a capped pool and
+random leaf increments. The mirror must equal the stand-in's tree after
+every window, resync from a snapshot after a gap, and refuse payloads that
+contradict the tree."""
+import msgpack
+import numpy as np
+import pytest
+
+from edgesynth.errors import SchemaError
+from edgesynth.mechanisms.phdstream import mirror, wire
+
+PARAMS = {"beta": 2, "block": 0, "counter": "simple", "delta": 5, "depth": 6, "eps": [1, 1], "hi": [1024, 512],
+          "horizon": 0, "lam": [6, 1], "lo": [0, 0], "max_nodes": 41, "noise": "dlap", "snap": 4, "theta": 0}
+
+
+def _bitmap(bits):
+    return np.packbits(np.array(bits, dtype=np.uint8), bitorder="little").tobytes()
+
+
+class StandIn:
+    """A device's release logic without its privacy: nodes are path strings
+    ("" the root, "0"/"1" appended for the children), splits are coin flips
+    that fail at the maximum depth or when the pool has no two free slots."""
+
+    def __init__(self, params, seed):
+        self.p = params
+        self.rng = np.random.default_rng(seed)
+        self.cn = {"": 0}
+        self.kids = set()
+        self.t = 0
+
+    def step(self):
+        self.t += 1
+        bits, ys, queue = [], [], [""]
+        for v in queue:  # grows while read: a BFS in canonical order
+            split = len(v) < self.p["depth"] and self.rng.random() < 0.8 ** len(v)
+            if split and v not in self.kids:
+                if len(self.cn) + 2 > self.p["max_nodes"]:
+                    split = False  # cap-and-refuse: a leaf of T(t)
+                else:
+                    self.kids.add(v)
+                    self.cn[v + "0"] = self.cn[v + "1"] = 0
+            bits.append(int(split))
+            if split:
+                queue += [v + "0", v + "1"]
+            else:
+                y = int(self.rng.integers(-40, 60))
+                self.cn[v] += y
+                ys.append(y)
+        snap = None
+        if self.t == 1 or self.t % self.p["snap"] == 0:
+            kids, cn, _ = self.canonical()
+            snap = {"cn": cn.astype("<i4").tobytes(), "kids": _bitmap(kids), "n": len(kids)}
+        return msgpack.packb({"bits": _bitmap(bits), "d": np.array(ys, "<i4").tobytes(), "kind": "phdstream",
+                              "nv": len(bits), "p": self.p, "snap": snap, "t": self.t, "v": 1})
+
+    def canonical(self):
+        order = [""]
+        for v in order:
+            if v in self.kids:
+                order += [v + "0", v + "1"]
+        cd = {}
+        for v in reversed(order):
+            cd[v] = sum(cd[w] + self.cn[w] for w in (v + "0", v + "1")) if v in self.kids else 0
+        return (np.array([v in self.kids for v in order]), np.array([self.cn[v] for v in order], dtype=np.int64),
+                np.array([cd[v] for v in order], dtype=np.int64))
+
+
+def _equal(m, dev):
+    got, want = m.canonical(), dev.canonical()
+    return all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def test_mirror_equals_the_device_after_every_window():
+    dev, m = StandIn(PARAMS, 1), mirror.Mirror()
+    full = False
+    for _ in range(30):
+        w = wire.decode(dev.step())
+        assert m.apply(w)
+        assert m.t == dev.t and _equal(m, dev)
+        full = full or m.nodes + 2 > PARAMS["max_nodes"]
+        # the per-step generator carries the whole noisy mass
+        blo, bhi, mass = m.generator()
+        assert mass.size == w.leaves and mass.sum() == pytest.approx(sum(dev.cn.values()))
+    assert full  # the pool cap was reached and the stream went on
+
+
+def test_mirror_resyncs_from_the_next_snapshot_after_a_gap():
+    dev, m = StandIn(PARAMS, 2), mirror.Mirror()
+    payloads = [dev.step() for _ in range(13)]  # snapshots at steps 1, 4, 8, 12
+    states = []
+    replay = StandIn(PARAMS, 2)
+    for _ in range(13):
+        replay.step()
+        states.append(replay.canonical())
+    applied = [m.apply(wire.decode(payloads[i])) for i in (0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12)]
+    # steps 1, 2 in sync; 3 and 4 lost; 5-7 wait; 8 (snapshot) resyncs; 9-13 in sync
+    assert applied == [True, True, False, False, False, True, True, True, True, True, True]
+    assert m.skipped == 3 and m.t == 13
+    assert all(np.array_equal(a, b) for a, b in zip(m.canonical(), states[-1]))
+
+
+def test_a_late_joiner_starts_at_a_snapshot():
+    dev, m = StandIn(PARAMS, 3), mirror.Mirror()
+    dev.step()  # step 1 (with a snapshot) is missed
+    for _ in range(6):
+        w = wire.decode(dev.step())
+        assert m.apply(w) == (w.t >= 4)
+        if w.t >= 4:
+            assert _equal(m, dev)
+    assert m.skipped == 2
+
+
+def test_leaves_of_a_snapshot_step_are_found_in_the_snapshot():
+    dev = StandIn(PARAMS, 4)
+    for _ in range(3):
+        dev.step()
+    w = wire.decode(dev.step())  # step 4 carries a snapshot
+    a, b = mirror.Mirror(), mirror.Mirror()
+    a.apply(w)
+    dev2 = StandIn(PARAMS, 4)
+    for _ in range(4):
+        b.apply(wire.decode(dev2.step()))
+    assert a.t == b.t == 4
+    kids_a, cn_a, _ = a.canonical()
+    assert np.array_equal(kids_a, b.canonical()[0]) and np.array_equal(cn_a, b.canonical()[1])
+    ga, gb = a.generator(), b.generator()
+    for x, y in zip(ga, gb):
+        assert np.array_equal(x, y)
+
+
+def _payload(**change):
+    m = msgpack.unpackb(StandIn(PARAMS, 5).step())
+    m.update(change)
+    return msgpack.packb(m)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"h": 3}, "keys"),
+    ({"kind": "privhp"}, "kind"),
+    ({"v": 2}, "v must be"),
+    ({"bits": b"\x01"}, "bitmap|tree"),
+    ({"nv": 2}, "bitmap|tree"),
+    ({"d": b"\x00" * 3}, "int32"),
+    ({"p": dict(PARAMS, counter="fancy")}, "counter"),
+    ({"p": dict(PARAMS, counter="block")}, "block"),
+    ({"p": dict(PARAMS, lo=[0, 600])}, "lo"),
+    ({"p": dict(PARAMS, noise="laplace")}, "noise"),
+    ({"snap": {"cn": b"", "kids": b"", "n": 0}}, "snap.n"),
+])
+def test_decode_refuses_malformed_payloads(change, match):
+    with pytest.raises(SchemaError, match=match):
+        wire.decode(_payload(**change))
+    with pytest.raises(SchemaError, match="msgpack"):
+        wire.decode(b"\xc1")
+
+
+def test_bitmap_that_runs_out_of_nodes_is_refused():
+    # 0 then 1: the root is a leaf, so a second node cannot exist
+    bits = _bitmap([0, 1, 0, 0])
+    with pytest.raises(SchemaError, match="tree"):
+        wire.decode(_payload(bits=bits, nv=4, d=np.zeros(3, "<i4").tobytes(), snap=None))
+
+
+def test_mirror_refuses_a_stream_that_contradicts_the_tree():
+    # a split below the maximum depth: the root and its child 0 split with depth 1
+    deep = wire.decode(_payload(p=dict(PARAMS, depth=1), bits=_bitmap([1, 1, 0, 0, 0]), nv=5,
+                                d=np.zeros(3, "<i4").tobytes(), snap=None, t=1))
+    mm = mirror.Mirror()
+    mm.params, mm.t = deep.params, 0
+    with pytest.raises(SchemaError, match="maximum depth"):
+        mm.apply(deep)
+    # a split past the pool of 5 nodes: step 1 fills it, step 2 splits another leaf
+    small = dict(PARAMS, max_nodes=5)
+    mm = mirror.Mirror()
+    assert mm.apply(wire.decode(_payload(p=small, bits=_bitmap([1, 1, 0, 0, 0]), nv=5, d=np.zeros(3, "<i4").tobytes(),
+                                         snap={"cn": np.zeros(5, "<i4").tobytes(), "kids": _bitmap([1, 1, 0, 0, 0]),
+                                               "n": 5}, t=1)))
+    over = wire.decode(_payload(p=small, bits=_bitmap([1, 0, 1, 0, 0]), nv=5, d=np.zeros(3, "<i4").tobytes(),
+                                snap=None, t=2))
+    with pytest.raises(SchemaError, match="past the pool"):
+        mm.apply(over)
+    with pytest.raises(SchemaError, match="nv must be"):  # T(t) larger than the pool
+        wire.decode(_payload(p=small, bits=_bitmap([1, 1, 1, 0, 0, 0, 0]), nv=7, d=np.zeros(4, "<i4").tobytes()))
+    # a snapshot that disagrees with the rebuilt tree
+    dev, mm = StandIn(PARAMS, 7), mirror.Mirror()
+    for _ in range(3):
+        mm.apply(wire.decode(dev.step()))
+    m = msgpack.unpackb(dev.step())
+    cn = np.frombuffer(m["snap"]["cn"], "<i4").copy()
+    cn[0] += 1
+    m["snap"]["cn"] = cn.tobytes()
+    with pytest.raises(SchemaError, match="differs"):
+        mm.apply(wire.decode(msgpack.packb(m)))
+
+
+class _Rng:
+    """The device's entropy interface (``below(m)``) over a seeded
+    random.Random: exact uniform integers, reproducible."""
+
+    def __init__(self, seed):
+        import random
+        self._r = random.Random(seed)
+
+    def below(self, m):
+        return self._r.randrange(m)
+
+
+def _device_payload(dev):
+    from edgesynth.agent.msgpack_out import Encoder
+    out = bytearray()
+    enc = Encoder()
+    enc.reset(lambda buf, n: out.extend(bytes(buf[:n])))
+    dev.encode(enc)
+    return bytes(out)
+
+
+def _device_canonical(dev):
+    """(kids, cn, cd) of the device's pool in canonical BFS order (kid 0 =
+    no children; a node's children are kid, kid + 1)."""
+    order = [0]
+    for v in order:
+        if dev.kid[v]:
+            order += [dev.kid[v], dev.kid[v] + 1]
+    return (np.array([dev.kid[v] != 0 for v in order]), np.array([dev.cn[v] for v in order], dtype=np.int64),
+            np.array([dev.cd[v] for v in order], dtype=np.int64))
+
+
+def _windows(seed, steps, per_window):
+    """A synthetic stream over the box [0, 1000) x [0, 600): each window
+    inserts points around two moving hot spots and deletes a share of the
+    live points (a delete always names a live point). Yields a list of
+    (x, sign) per window."""
+    rng = np.random.default_rng(seed)
+    live = []
+    for t in range(steps):
+        events = []
+        centre = np.array([200 + 20 * t, 300]), np.array([800 - 15 * t, 150])
+        for c in centre:
+            for p in np.clip(rng.normal(c, 40, size=(per_window // 2, 2)), 0, [999, 599]).astype(int):
+                events.append(([int(p[0]), int(p[1])], 1))
+                live.append([int(p[0]), int(p[1])])
+        for i in sorted(rng.choice(len(live), size=len(live) // 5, replace=False), reverse=True):
+            events.append((live.pop(i), -1))
+        yield events
+
+
+@pytest.mark.parametrize("counter, extra, max_nodes", [
+    ("simple", {}, 4001),
+    ("block", {"block": 4}, 4001),
+    ("tree", {"horizon": 8}, 4001),
+    ("simple", {}, 61),  # a small pool: splits are refused and the stream goes on
+])
+def test_mirror_equals_the_device_pool_after_every_window(counter, extra, max_nodes):
+    from edgesynth.agent.phdstream import PHDStream
+    spec = dict({"lo": [0, 0], "hi": [1000, 600], "depth": 12, "eps": [1, 1], "counter": counter,
+                 "max_nodes": max_nodes, "batch_max": 2000, "snap": 5}, **extra)
+    dev, m = PHDStream(spec, _Rng(11)), mirror.Mirror()
+    for events in _windows(3, 14, 120):
+        for x, sign in events:
+            assert dev.add(x, sign)
+        dev.step()
+        w = wire.decode(_device_payload(dev))
+        assert m.apply(w) and m.t == dev.t
+        got, want = m.canonical(), _device_canonical(dev)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        assert m.nodes == dev.used
+        blo, bhi, mass = m.generator()
+        assert mass.size == w.leaves == dev.nl
+        assert mass.sum() == pytest.approx(int(want[1].sum()))
+    if max_nodes == 61:
+        assert dev.refused_splits > 0 and m.nodes + 2 > max_nodes
+
+
+def test_mirror_resyncs_on_device_frames_after_a_gap():
+    from edgesynth.agent.phdstream import PHDStream
+    spec = {"lo": [0, 0], "hi": [1000, 600], "depth": 10, "eps": [1, 2], "counter": "simple",
+            "max_nodes": 3001, "batch_max": 2000, "snap": 4}
+    dev, m = PHDStream(spec, _Rng(12)), mirror.Mirror()
+    lost = {3, 6}
+    for events in _windows(4, 13, 100):
+        for x, sign in events:
+            dev.add(x, sign)
+        dev.step()
+        if dev.t in lost:
+            continue
+        applied = m.apply(wire.decode(_device_payload(dev)))
+        # in sync through 2; 4 resyncs (a snapshot) after 3 was lost; after 6, 7 waits and 8 resyncs
+        assert applied == (dev.t != 7)
+        if applied:
+            assert all(np.array_equal(a, b) for a, b in zip(m.canonical(), _device_canonical(dev)))
+    assert m.t == 13 and m.skipped == 1
