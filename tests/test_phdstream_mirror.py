@@ -149,6 +149,8 @@ def _payload(**change):
     ({"p": dict(PARAMS, counter="block")}, "block"),
     ({"p": dict(PARAMS, lo=[0, 600])}, "lo"),
     ({"p": dict(PARAMS, noise="laplace")}, "noise"),
+    ({"p": dict(PARAMS, lam=[3, 1])}, "lam"),
+    ({"p": dict(PARAMS, delta=4)}, "delta"),
     ({"snap": {"cn": b"", "kids": b"", "n": 0}}, "snap.n"),
 ])
 def test_decode_refuses_malformed_payloads(change, match):

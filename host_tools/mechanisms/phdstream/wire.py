@@ -6,6 +6,8 @@ every ``snap``-th step, a snapshot of the device's union tree.
 Only schema and internal consistency are checked here (lengths, bit
 counts, parameter ranges); rebuilding the tree is mirror.py's job.
 """
+import math
+
 import msgpack
 import numpy as np
 
@@ -90,6 +92,11 @@ class Params:
         self.horizon = _uint(p, "horizon", 0, 1 << 30, "p.")
         self.eps = _ratio(p, "eps")
         self.lam = _ratio(p, "lam")
+        # the split test's scale and bias are what PrivTree's proof needs for
+        # eps_tree = eps / 2 at beta = 2: lam = 6 / eps, delta >= lam ln 2
+        if self.lam[0] * self.eps[0] != 6 * self.lam[1] * self.eps[1] \
+                or self.delta < self.lam[0] / self.lam[1] * math.log(2):
+            raise SchemaError("phdstream p.lam must be 6/eps and p.delta at least lam ln 2")
         if p["counter"] not in COUNTERS:
             raise SchemaError("phdstream p.counter must be one of %s" % (COUNTERS,))
         self.counter = p["counter"]
