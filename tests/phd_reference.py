@@ -1,0 +1,157 @@
+"""Dense reference PHDStream (the paper's Algorithms 1-3, corrected), CPython only.
+
+Materialises every vertex of the public binary tree of depth D (2**(D+1) - 1
+vertices, so D <= 8 or so) and keeps G(v, t) exactly as Fractions: each step
+runs PrivTree on G(., t-1) + ∇F(., t) over the full tree, activates one counter
+per leaf of T(t) and adds Ext_T of the leaf increments with the corrected
+weights (1 on v and its ancestors, 2**-k k levels below v, 0 elsewhere;
+docs/mechanisms/phdstream.md). It shares nothing with agent/phdstream but
+agent/dlap.py: the same DRBG draws in the same order (split noise for each
+visited vertex above depth D in BFS order; a leaf's counter noise at the moment
+it is visited) must give the same tree and counts as the efficient version.
+
+Vertices are (depth, path) with path the depth-bit binary number of the
+branch choices, most significant first.
+"""
+import math
+from fractions import Fraction
+
+from edgesynth.agent.dlap import discrete_laplace
+
+
+class DenseCounter:
+    """One node's counter (Algorithms 8-10) kept in a dict; returns outputs."""
+
+    def __init__(self, kind, scale, block=0, horizon=0):
+        self.kind = kind
+        self.scale = scale      # (num, den) of the discrete Laplace scale
+        self.block = block
+        self.horizon = horizon
+        self.n = 0
+        self.out = 0            # last output g
+        self.a = self.s = self.s_last = 0
+        self.alpha = {}
+        self.ahat = {}
+
+    def update(self, rng, f):
+        """Feed f; return the new output g (the running noisy total)."""
+        num, den = self.scale
+        if self.kind == "simple":
+            self.out += f + discrete_laplace(rng, num, den)
+            return self.out
+        if self.kind == "block":
+            self.n += 1
+            self.s += f
+            if self.n % self.block == 0:
+                self.a = 0
+                self.s += discrete_laplace(rng, num, den)
+                self.s_last = self.s
+            else:
+                self.a += f + discrete_laplace(rng, num, den)
+            self.out = self.s_last + self.a
+            return self.out
+        # binary tree with restarts after the horizon: epoch outputs add up
+        if self.n == self.horizon:
+            self.base = self.out
+            self.n = 0
+            self.alpha = {}
+            self.ahat = {}
+        elif self.n == 0:
+            self.base = 0
+        self.n += 1
+        t = self.n
+        j = (t & -t).bit_length() - 1
+        self.alpha[j] = sum(self.alpha.get(i, 0) for i in range(j)) + f
+        self.ahat[j] = self.alpha[j] + discrete_laplace(rng, num, den)
+        for i in range(j):
+            self.alpha[i] = self.ahat[i] = 0
+        self.out = self.base + sum(self.ahat.get(i, 0) for i in range(t.bit_length()) if t >> i & 1)
+        return self.out
+
+
+class DensePHD:
+    """Dense PHDStream over the box [lo, hi] (integers), depth D, ε = eps_num/eps_den."""
+
+    def __init__(self, lo, hi, depth, eps_num, eps_den, counter="simple", block=8, horizon=128,
+                 max_nodes=None):
+        self.lo, self.hi, self.depth = list(lo), list(hi), depth
+        self.d = len(lo)
+        self.lam = (6 * eps_den, eps_num)                        # λ = 6/ε (β = 2, ε_tree = ε/2)
+        lam = Fraction(6 * eps_den, eps_num)
+        self.delta = math.ceil(lam * Fraction(1143, 1649))        # rational bound >= ln 2
+        assert self.delta >= float(lam) * math.log(2)
+        levels = horizon.bit_length()                             # log2 T_h + 1
+        self.cscale = {"simple": (2 * eps_den, eps_num), "block": (4 * eps_den, eps_num),
+                       "tree": (2 * levels * eps_den, eps_num)}[counter]
+        self.counter, self.block, self.horizon = counter, block, horizon
+        self.G = {(k, p): Fraction(0) for k in range(depth + 1) for p in range(1 << k)}
+        self.counters = {}
+        self.union = {(0, 0)}                                     # vertices ever in some T(t)
+        self.max_nodes = max_nodes
+
+    def code(self, x):
+        """Depth-D path code of reading x: level l halves channel (l-1) mod d."""
+        bits_per = [0] * self.d
+        for level in range(self.depth):
+            bits_per[level % self.d] += 1
+        cell = []
+        for i in range(self.d):
+            xi = min(max(x[i], self.lo[i]), self.hi[i])
+            n = 1 << bits_per[i]
+            c = (xi - self.lo[i]) * n // (self.hi[i] - self.lo[i])
+            cell.append(min(c, n - 1))                            # the top face is closed
+        code = 0
+        used = [0] * self.d
+        for level in range(self.depth):
+            i = level % self.d
+            used[i] += 1
+            code = code * 2 + (cell[i] >> (bits_per[i] - used[i]) & 1)
+        return code
+
+    def step(self, rng, events):
+        """One step on ``events`` [(x, sign)]: returns (split bits, leaf increments) in BFS order."""
+        D = self.depth
+        grad = {v: 0 for v in self.G}
+        for x, s in events:
+            c = self.code(x)
+            for k in range(D + 1):
+                grad[(k, c >> (D - k))] += s
+        bits, ys, leaves = [], [], []
+        queue = [(0, 0)]
+        head = 0
+        while head < len(queue):
+            v = queue[head]
+            head += 1
+            k, p = v
+            split = False
+            if k < D:
+                b = max(math.floor(self.G[v] + grad[v]) - k * self.delta, -self.delta)
+                if b + discrete_laplace(rng, *self.lam) > 0:
+                    kids = [(k + 1, 2 * p), (k + 1, 2 * p + 1)]
+                    new = [w for w in kids if w not in self.union]
+                    if self.max_nodes is None or not new or len(self.union) + 2 <= self.max_nodes:
+                        split = True
+                        self.union.update(kids)
+                        queue.extend(kids)
+            bits.append(1 if split else 0)
+            if not split:
+                c = self.counters.get(v)
+                if c is None:
+                    c = self.counters[v] = DenseCounter(self.counter, self.cscale, self.block, self.horizon)
+                before = c.out
+                y = c.update(rng, grad[v]) - before
+                ys.append(y)
+                leaves.append(v)
+        for v, y in zip(leaves, ys):
+            self.add_ext(v, y)
+        return bits, ys
+
+    def add_ext(self, v, y):
+        """G += Ext_T(y · 1_v) with the corrected weights."""
+        k, p = v
+        for j in range(k + 1):                                    # v and its ancestors: weight 1
+            self.G[(j, p >> (k - j))] += y
+        for j in range(k + 1, self.depth + 1):                    # descendants: 2**-(j-k)
+            share = Fraction(y, 1 << (j - k))
+            for q in range(p << (j - k), (p + 1) << (j - k)):
+                self.G[(j, q)] += share
