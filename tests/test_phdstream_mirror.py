@@ -5,12 +5,21 @@ keyed by path strings with random split decisions, a capped pool and
 random leaf increments. The mirror must equal the stand-in's tree after
 every window, resync from a snapshot after a gap, and refuse payloads that
 contradict the tree."""
+import sys
+from pathlib import Path
+
 import msgpack
 import numpy as np
 import pytest
 
+from edgesynth.agent.msgpack_out import Encoder
+from edgesynth.agent.phdstream import PHDStream
 from edgesynth.errors import SchemaError
-from edgesynth.mechanisms.phdstream import mirror, wire
+from edgesynth.firmware_shims.drbg import seeded_source
+from edgesynth.mechanisms.phdstream import mirror, tree, wire
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from phd_reference import DensePHD  # noqa: E402
 
 PARAMS = {"beta": 2, "block": 0, "counter": "simple", "delta": 5, "depth": 6, "eps": [1, 1], "hi": [1024, 512],
           "horizon": 0, "lam": [6, 1], "lo": [0, 0], "max_nodes": 41, "noise": "dlap", "snap": 4, "theta": 0}
@@ -199,20 +208,7 @@ def test_mirror_refuses_a_stream_that_contradicts_the_tree():
         mm.apply(wire.decode(msgpack.packb(m)))
 
 
-class _Rng:
-    """The device's entropy interface (``below(m)``) over a seeded
-    random.Random: exact uniform integers, reproducible."""
-
-    def __init__(self, seed):
-        import random
-        self._r = random.Random(seed)
-
-    def below(self, m):
-        return self._r.randrange(m)
-
-
 def _device_payload(dev):
-    from edgesynth.agent.msgpack_out import Encoder
     out = bytearray()
     enc = Encoder()
     enc.reset(lambda buf, n: out.extend(bytes(buf[:n])))
@@ -257,10 +253,9 @@ def _windows(seed, steps, per_window):
     ("simple", {}, 61),  # a small pool: splits are refused and the stream goes on
 ])
 def test_mirror_equals_the_device_pool_after_every_window(counter, extra, max_nodes):
-    from edgesynth.agent.phdstream import PHDStream
     spec = dict({"lo": [0, 0], "hi": [1000, 600], "depth": 12, "eps": [1, 1], "counter": counter,
                  "max_nodes": max_nodes, "batch_max": 2000, "snap": 5}, **extra)
-    dev, m = PHDStream(spec, _Rng(11)), mirror.Mirror()
+    dev, m = PHDStream(spec, seeded_source(b"mirror")), mirror.Mirror()
     for events in _windows(3, 14, 120):
         for x, sign in events:
             assert dev.add(x, sign)
@@ -278,10 +273,9 @@ def test_mirror_equals_the_device_pool_after_every_window(counter, extra, max_no
 
 
 def test_mirror_resyncs_on_device_frames_after_a_gap():
-    from edgesynth.agent.phdstream import PHDStream
     spec = {"lo": [0, 0], "hi": [1000, 600], "depth": 10, "eps": [1, 2], "counter": "simple",
             "max_nodes": 3001, "batch_max": 2000, "snap": 4}
-    dev, m = PHDStream(spec, _Rng(12)), mirror.Mirror()
+    dev, m = PHDStream(spec, seeded_source(b"gap")), mirror.Mirror()
     lost = {3, 6}
     for events in _windows(4, 13, 100):
         for x, sign in events:
@@ -295,3 +289,41 @@ def test_mirror_resyncs_on_device_frames_after_a_gap():
         if applied:
             assert all(np.array_equal(a, b) for a, b in zip(m.canonical(), _device_canonical(dev)))
     assert m.t == 13 and m.skipped == 1
+
+
+def test_host_g_from_the_frames_equals_the_dense_reference():
+    """Device frames -> decoder -> mirror -> Ext_T on the host give, at every
+    union node and every step, the G that the dense Algorithm 1/3 (exact
+    fractions over the full tree, tests/phd_reference.py) computes under the
+    same DRBG draws."""
+    spec = {"lo": [0, 0], "hi": [64, 64], "depth": 6, "eps": [4, 1], "counter": "simple", "max_nodes": 200,
+            "batch_max": 1000, "snap": 3}
+    dev, m = PHDStream(spec, seeded_source(b"dense")), mirror.Mirror()
+    ref, rng_ref = DensePHD(spec["lo"], spec["hi"], 6, 4, 1), seeded_source(b"dense")
+    rng = np.random.default_rng(9)
+    live = []
+    for t in range(10):
+        events = []
+        for p in np.clip(rng.normal([8 + 5 * t, 50 - 4 * t], 6, size=(40, 2)), 0, 64).astype(int).tolist():
+            events.append((p, 1))
+            live.append(p)
+        for i in sorted(rng.choice(len(live), size=len(live) // 4, replace=False).tolist(), reverse=True):
+            events.append((live.pop(i), -1))
+        for x, sign in events:
+            dev.add(x, sign)
+        dev.step()
+        ref.step(rng_ref, events)
+        assert m.apply(wire.decode(_device_payload(dev)))
+        children = m.children()
+        g = tree.ext(children, m.counts().astype(float))
+        # (depth, path) of each mirror node, from the root down
+        where = {0: (0, 0)}
+        for v in tree.structure(children)[2].tolist():
+            if children[v, 0] >= 0:
+                k, p = where[v]
+                where[children[v, 0]], where[children[v, 1]] = (k + 1, 2 * p), (k + 1, 2 * p + 1)
+        for v, (k, p) in where.items():
+            assert g[v] == pytest.approx(float(ref.G[(k, p)]), abs=1e-9)
+        blo, bhi, mass = m.generator()
+        assert mass.sum() == pytest.approx(float(ref.G[(0, 0)]), abs=1e-9)
+        assert m.leaves and all(ref.G[where[v]] == mass[i] for i, v in enumerate(m.leaves))

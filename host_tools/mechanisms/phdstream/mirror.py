@@ -110,6 +110,10 @@ class Mirror:
                 cn[v] += y
         self.leaves = leaves
 
+    def counts(self):
+        """int64 (N,): Cn of every node, by the mirror's node id (the rows of children())."""
+        return np.array(self._cn, dtype=np.int64)
+
     def children(self):
         """int64 (N, 2): the union tree as edgesynth.mechanisms.phdstream.tree takes it."""
         kid0 = np.array(self._kid0, dtype=np.int64)
@@ -140,5 +144,5 @@ class Mirror:
         box of the parameters. Post-processing of the released windows."""
         if self.t is None:
             raise SchemaError("phdstream mirror has applied no window yet")
-        return tree.step_leaves(self.children(), self.leaves, np.array(self._cn, dtype=np.float64),
+        return tree.step_leaves(self.children(), self.leaves, self.counts().astype(np.float64),
                                 self.params.lo, self.params.hi)
