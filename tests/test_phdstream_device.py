@@ -236,3 +236,14 @@ def test_micropython_frames_equal_cpython():
                         text=True, timeout=300)
     assert mp.returncode == 0, mp.stderr + mp.stdout
     assert mp.stdout.splitlines() == lines
+
+
+@pytest.mark.parametrize("counter,extra,per_node", [
+    ("simple", {}, 36), ("block", {"block": 8}, 52), ("tree", {"horizon": 16}, 36 + 4 + 8 * 5),
+])
+def test_state_bytes_per_node(counter, extra, per_node):
+    """RAM is fixed at construction: linear in max_nodes (plus 5 B per batch slot)."""
+    sizes = [PHDStream(spec(counter=counter, max_nodes=n, batch_max=100, **extra), seeded_source(b"m")).state_bytes()
+             for n in (800, 1600)]
+    assert abs((sizes[1] - sizes[0]) / 800 - per_node) <= 0.25
+    assert sizes[0] >= 800 * per_node + 500

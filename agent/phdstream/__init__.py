@@ -482,11 +482,13 @@ class PHDStream:
         enc.raw(K["n"])
         enc.uint(tail)
 
-    def node_bytes(self):
-        """Bytes of preallocated state per pool node (pool, queue and release arrays)."""
-        per = 4 * 3 + 4 * 5 + 4 + 2 / 8
-        if self.counter == "block":
-            per += 16
-        elif self.counter == "tree":
-            per += 4 + 8 * self.levels
-        return per
+    def state_bytes(self):
+        """Bytes of every preallocated array (pool, counters, batch, queue,
+        release buffers): the state's RAM apart from interpreter overhead."""
+        n = 0
+        for name in ("cn", "cd", "kid", "act", "ba", "bs", "bsl", "alpha", "ahat", "codes", "q_node",
+                     "q_lo", "q_hi", "q_ca", "q_dep", "ys"):
+            a = getattr(self, name, None)
+            if a is not None:
+                n += 4 * len(a)
+        return n + len(self.signs) + len(self.bits) + len(self.kbits)
