@@ -247,3 +247,21 @@ def test_state_bytes_per_node(counter, extra, per_node):
              for n in (800, 1600)]
     assert abs((sizes[1] - sizes[0]) / 800 - per_node) <= 0.25
     assert sizes[0] >= 800 * per_node + 500
+
+
+def test_floor_split_rate():
+    """An empty node at the floor splits with P[Z > delta] = a^(delta+1)/(1+a),
+    a = e^(-1/λ): at most the continuous 1/(2β) since delta >= λ ln 2."""
+    rng = seeded_source(b"floor")
+    visits = splits = 0
+    for _ in range(1500):
+        m = PHDStream(spec(eps=[1, 1], depth=2, max_nodes=7), rng)
+        m.step()                      # empty window: depth-1 nodes sit at the floor
+        if m.nv > 1:
+            for i in (1, 2):
+                visits += 1
+                splits += m.bits[0] >> i & 1
+    a = math.exp(-1 / 6)
+    want = a ** (m.delta + 1) / (1 + a)
+    assert m.delta == 5 and want < 0.25
+    assert abs(splits / visits - want) < 5 * math.sqrt(want * (1 - want) / visits)

@@ -70,6 +70,8 @@ class PHDStream:
         for k in spec:
             if k not in SPEC_KEYS:
                 raise ConfigError("phdstream has no field %r" % (k,))
+        if spec.get("kind", KIND) != KIND:
+            raise ConfigError("phdstream spec has kind %r" % (spec.get("kind"),))
         lo = spec.get("lo")
         hi = spec.get("hi")
         if not isinstance(lo, (list, tuple)) or not isinstance(hi, (list, tuple)) or \
