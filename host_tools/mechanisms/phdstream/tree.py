@@ -176,6 +176,8 @@ def step_leaves(children, leaves, cn, lo, hi):
     released population size.
     """
     leaves = np.asarray(leaves, dtype=np.int64)
+    if leaves.ndim != 1 or np.any(leaves < 0) or np.any(leaves >= len(children)):
+        raise EvaluationInputError("leaves must be node ids of the tree")
     g = ext(children, cn)
     box_lo, box_hi = node_boxes(children, lo, hi)
     return box_lo[leaves], box_hi[leaves], g[leaves]
