@@ -18,6 +18,10 @@ DRBG's output blocks. All values are integers: counts and discrete Laplace
 noise (agent/dlap.py), so Cn and Cd are exact; the ancestor mass Ca is kept as
 floor(Ca), which is exact under nested floors (floor((floor(a) + n) / 2) =
 floor((a + n) / 2) for integer n) and only feeds the split test.
+
+Not yet differentially private as implemented, and so not offered by plan or
+simulate: the split test's statistic G(t-1) + H(t) is not monotone along a
+path (docs/mechanisms/phdstream.md, "Known problems before exposure").
 """
 from array import array
 
