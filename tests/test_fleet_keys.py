@@ -1,5 +1,6 @@
 """Fleet keys: HKDF-SHA256 device keys derived from a fleet master, key files
 exported for flashing, and a revocation list honoured by ingest and the gateway."""
+import contextlib
 import json
 import os
 import shutil
@@ -253,31 +254,40 @@ def test_hostile_keyring_fleet_fields_are_clear_input_errors(tmp_path, doc, why)
     assert code == 2 and why.split("'")[0] in err and len(err.splitlines()) == 1
 
 
-def test_running_gateway_refuses_a_device_revoked_meanwhile(tmp_path, frame):
-    """A final "rejected" receipt naming the revocation (not "retry": the device must not resend it forever)."""
+@contextlib.contextmanager
+def running_gateway(tmp_path, ring):
+    """(broker url, Gateway) of a real mosquitto and a gateway storing into tmp_path/gw.db under
+    ``ring``, subscribed; both stopped (the gateway killed if still running) on exit."""
     from tests.mqtt_broker import Broker
-    from tests.test_mqtt import Gateway, _raw_publish
-    ring = fleet_ring(tmp_path / "k.json")
+    from tests.test_mqtt import Gateway
     (tmp_path / "broker").mkdir()
     broker = Broker(tmp_path / "broker")
     gw = None
     try:
         gw = Gateway(broker.url, tmp_path / "gw.db", ring)
         gw.wait_subscribed()
-        assert _raw_publish(broker.url, "edgesynth/d1/frames/1", frame(ring, "d1", 1), "d1")["result"] == "stored"
-        d2 = frame(ring, "d2", 1)
-        es.revoke_keys(ring, ["d2"])
-        r = _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")
-        assert r["result"] == "rejected" and "device 'd2' is revoked" in r["reason"], r
-        assert str(tmp_path) not in r["reason"] and "k.json" not in r["reason"]  # the host's path stays local
-        es.unrevoke_keys(ring, ["d2"])
-        assert _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")["result"] == "stored"
-        assert gw.finish(signal.SIGTERM) == 0
+        yield broker.url, gw
     finally:
         if gw is not None and gw.proc.poll() is None:
             gw.proc.kill()
             gw.proc.wait(10)
         broker.stop()
+
+
+def test_running_gateway_refuses_a_device_revoked_meanwhile(tmp_path, frame):
+    """A final "rejected" receipt naming the revocation (not "retry": the device must not resend it forever)."""
+    from tests.test_mqtt import _raw_publish
+    ring = fleet_ring(tmp_path / "k.json")
+    with running_gateway(tmp_path, ring) as (url, gw):
+        assert _raw_publish(url, "edgesynth/d1/frames/1", frame(ring, "d1", 1), "d1")["result"] == "stored"
+        d2 = frame(ring, "d2", 1)
+        es.revoke_keys(ring, ["d2"])
+        r = _raw_publish(url, "edgesynth/d2/frames/1", d2, "d2")
+        assert r["result"] == "rejected" and "device 'd2' is revoked" in r["reason"], r
+        assert str(tmp_path) not in r["reason"] and "k.json" not in r["reason"]  # the host's path stays local
+        es.unrevoke_keys(ring, ["d2"])
+        assert _raw_publish(url, "edgesynth/d2/frames/1", d2, "d2")["result"] == "stored"
+        assert gw.finish(signal.SIGTERM) == 0
 
 
 def test_raw_key_file_of_export_is_the_device_credentials(tmp_path):
@@ -369,35 +379,24 @@ def test_gateway_keyring_reader_refuses_to_keep_stale_keys_while_the_keyring_can
 def test_running_gateway_answers_retry_while_its_keyring_cannot_be_read(tmp_path, frame):
     """A revoked device's frame must not be stored under the keys read before: 'retry' (non-final) and a
     status line until the keyring loads again; then the revocation holds."""
-    from tests.mqtt_broker import Broker
-    from tests.test_mqtt import Gateway, _raw_publish
+    from tests.test_mqtt import _raw_publish
     ring = fleet_ring(tmp_path / "k.json")
-    (tmp_path / "broker").mkdir()
-    broker = Broker(tmp_path / "broker")
-    gw = None
-    try:
-        gw = Gateway(broker.url, tmp_path / "gw.db", ring)
-        gw.wait_subscribed()
+    with running_gateway(tmp_path, ring) as (url, gw):
         d2, d1_2 = frame(ring, "d2", 1), frame(ring, "d1", 2)
-        assert _raw_publish(broker.url, "edgesynth/d1/frames/1", frame(ring, "d1", 1), "d1")["result"] == "stored"
+        assert _raw_publish(url, "edgesynth/d1/frames/1", frame(ring, "d1", 1), "d1")["result"] == "stored"
         es.revoke_keys(ring, ["d2"])
         os.chmod(ring, 0o644)
-        r = _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")
+        r = _raw_publish(url, "edgesynth/d2/frames/1", d2, "d2")
         assert r["result"] == "retry" and "cannot read its keyring" in r["reason"] and "k.json" not in r["reason"], r
-        assert _raw_publish(broker.url, "edgesynth/d1/frames/2", d1_2, "d1")["result"] == "retry"
+        assert _raw_publish(url, "edgesynth/d1/frames/2", d1_2, "d1")["result"] == "retry"
         assert sum("cannot read the keyring again" in line for line in gw.err) == 1, gw.err
         os.chmod(ring, 0o600)
-        r = _raw_publish(broker.url, "edgesynth/d2/frames/1", d2, "d2")
+        r = _raw_publish(url, "edgesynth/d2/frames/1", d2, "d2")
         assert r["result"] == "rejected" and "revoked" in r["reason"], r
         assert gw.finish(signal.SIGTERM) == 0
         assert any("keyring read again" in line for line in gw.err), gw.err
         with es.connect_store(tmp_path / "gw.db") as st:
             assert [(r.device, r.epoch) for r in st.releases()] == [("d1", 1)]
-    finally:
-        if gw is not None and gw.proc.poll() is None:
-            gw.proc.kill()
-            gw.proc.wait(10)
-        broker.stop()
 
 
 def _revoked(key_for, device):
