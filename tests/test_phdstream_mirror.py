@@ -21,6 +21,7 @@ from edgesynth.mechanisms.phdstream import mirror, tree, wire
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from phd_reference import DensePHD  # noqa: E402
 
+SAT = 1 << 27
 PARAMS = {"beta": 2, "block": 0, "counter": "simple", "delta": 5, "depth": 6, "eps": [1, 1], "hi": [1024, 512],
           "horizon": 0, "lam": [6, 1], "lo": [0, 0], "max_nodes": 41, "noise": "dlap", "snap": 4, "theta": 0}
 
@@ -34,8 +35,9 @@ class StandIn:
     ("" the root, "0"/"1" appended for the children), splits are coin flips
     that fail at the maximum depth or when the pool has no two free slots."""
 
-    def __init__(self, params, seed):
+    def __init__(self, params, seed, spread=(-40, 60)):
         self.p = params
+        self.spread = spread
         self.rng = np.random.default_rng(seed)
         self.cn = {"": 0}
         self.kids = set()
@@ -56,8 +58,8 @@ class StandIn:
             if split:
                 queue += [v + "0", v + "1"]
             else:
-                y = int(self.rng.integers(-40, 60))
-                self.cn[v] += y
+                y = int(self.rng.integers(*self.spread))
+                self.cn[v] = min(max(self.cn[v] + y, -SAT), SAT)  # the device saturates
                 ys.append(y)
         snap = None
         if self.t == 1 or self.t % self.p["snap"] == 0:
@@ -73,7 +75,8 @@ class StandIn:
                 order += [v + "0", v + "1"]
         cd = {}
         for v in reversed(order):
-            cd[v] = sum(cd[w] + self.cn[w] for w in (v + "0", v + "1")) if v in self.kids else 0
+            s = sum(cd[w] + self.cn[w] for w in (v + "0", v + "1")) if v in self.kids else 0
+            cd[v] = min(max(s, -SAT), SAT)
         return (np.array([v in self.kids for v in order]), np.array([self.cn[v] for v in order], dtype=np.int64),
                 np.array([cd[v] for v in order], dtype=np.int64))
 
@@ -95,6 +98,47 @@ def test_mirror_equals_the_device_after_every_window():
         blo, bhi, mass = m.generator()
         assert mass.size == w.leaves and mass.sum() == pytest.approx(sum(dev.cn.values()))
     assert full  # the pool cap was reached and the stream went on
+
+
+def test_mirror_saturates_cn_and_cd_as_the_device():
+    # increments up to 2**28 in magnitude drive Cn and Cd into both bounds
+    dev, m = StandIn(PARAMS, 11, spread=(-(1 << 28), 1 << 28)), mirror.Mirror()
+    hit = set()
+    for _ in range(25):
+        assert m.apply(wire.decode(dev.step()))
+        assert _equal(m, dev)
+        kids, cn, cd = m.canonical()
+        assert np.abs(cn).max() <= SAT and np.abs(cd).max() <= SAT
+        hit |= {int(x) for x in np.concatenate([cn, cd]) if abs(x) == SAT}
+    assert hit == {SAT, -SAT}
+
+
+def test_a_refused_window_leaves_the_mirror_unchanged():
+    dev, m = StandIn(PARAMS, 12), mirror.Mirror()
+    for _ in range(3):
+        m.apply(wire.decode(dev.step()))
+    before = m.canonical()
+    raw = msgpack.unpackb(dev.step())  # step 4, with a snapshot
+    bad = dict(raw, snap=dict(raw["snap"], cn=(np.frombuffer(raw["snap"]["cn"], "<i4") + 1).tobytes()))
+    with pytest.raises(SchemaError, match="differs"):
+        m.apply(wire.decode(msgpack.packb(bad)))
+    assert m.t == 3 and all(np.array_equal(a, b) for a, b in zip(m.canonical(), before))
+    # the true step 4 still applies in sync after the refused one
+    assert m.apply(wire.decode(msgpack.packb(raw))) and _equal(m, dev)
+    # a split past the pool, found after earlier nodes of the step grew: nothing kept
+    tiny = dict(PARAMS, max_nodes=9)
+    mm = mirror.Mirror()
+    shape = _bitmap([1, 1, 0, 0, 1, 0, 0])  # root, a, b, aa, ab, aba, abb: 7 of 9 nodes
+    first = _payload(p=tiny, bits=shape, nv=7, d=np.zeros(4, "<i4").tobytes(), t=1,
+                     snap={"cn": np.zeros(7, "<i4").tobytes(), "kids": shape, "n": 7})
+    assert mm.apply(wire.decode(first))
+    before = mm.canonical()
+    # b splits (nodes 8, 9), then its child bb splits past the pool
+    over = wire.decode(_payload(p=tiny, bits=_bitmap([1, 0, 1, 0, 1, 0, 0]), nv=7,
+                                d=np.arange(1, 5, dtype="<i4").tobytes(), snap=None, t=2))
+    with pytest.raises(SchemaError, match="past the pool"):
+        mm.apply(over)
+    assert mm.nodes == 7 and mm.t == 1 and all(np.array_equal(a, b) for a, b in zip(mm.canonical(), before))
 
 
 def test_mirror_resyncs_from_the_next_snapshot_after_a_gap():

@@ -9,11 +9,23 @@ after each window the mirror holds the device's tree shape and Cn exactly
 After a gap (a missing step) the mirror waits for the next payload with a
 snapshot and restarts from it; a snapshot that arrives in sync must equal
 the mirror, which checks the stream end to end.
+
+Saturation (as on the device, docs/mechanisms/phdstream.md, "Parameters"):
+Cn = clamp(Cn + y) and Cd = clamp(sum over the two children of Cd + Cn),
+clamp to [-2**27, 2**27], so the mirror stays bit-exact with a device whose
+counts saturate. An ``apply`` that raises leaves the mirror as it was.
 """
 import numpy as np
 
 from edgesynth.errors import SchemaError
 from edgesynth.mechanisms.phdstream import tree
+
+SATURATE = 1 << 27  # |Cn|, |Cd| <= 2**27 on the device: its intermediates stay below 2**30
+
+
+def clamp(v):
+    """``v`` saturated to [-2**27, 2**27], the device's rule for Cn and Cd."""
+    return -SATURATE if v < -SATURATE else SATURATE if v > SATURATE else v
 
 
 class Mirror:
@@ -47,13 +59,15 @@ class Mirror:
         mirror): the stream is not one device's."""
         in_sync = self.t is not None and window.t == self.t + 1 and window.params == self.params
         if in_sync:
-            self._walk(window, grow=True)
-            self.t = window.t
+            grown, leaves = self._plan(window, self._kid0, self._depth, len(self._cn), grow=True)
+            undo = self._grow(grown, leaves, window.y.tolist())
             if window.snap is not None:
                 kids, cn, _ = self.canonical()
                 if not (np.array_equal(kids, window.snap.kids) and np.array_equal(cn, window.snap.cn)):
+                    self._undo(*undo)
                     raise SchemaError("phdstream step %d: the snapshot differs from the tree rebuilt from the steps"
                                       % window.t)
+            self.t, self.leaves = window.t, leaves
             return True
         if window.snap is None:
             self.skipped += 1
@@ -63,8 +77,10 @@ class Mirror:
 
     def _restore(self, window):
         """Rebuild from the snapshot of ``window`` (the union tree after its
-        step), then find T(t)'s leaves in it."""
+        step), then find T(t)'s leaves in it; nothing changes if it raises."""
         snap = window.snap
+        if np.any(np.abs(snap.cn) > SATURATE):
+            raise SchemaError("phdstream snapshot at step %d holds a count beyond the device's 2**27" % window.t)
         rank = np.cumsum(snap.kids) - 1
         # in canonical BFS order, the k-th node with children has its pair at 1 + 2k
         kid0 = np.where(snap.kids, 1 + 2 * rank, -1)
@@ -73,42 +89,64 @@ class Mirror:
             depth[kid0[v]] = depth[kid0[v] + 1] = depth[v] + 1
         if depth.max() > window.params.depth:
             raise SchemaError("phdstream snapshot at step %d is deeper than p.depth" % window.t)
-        self.params = window.params
-        self._kid0, self._depth, self._cn = kid0.tolist(), depth.tolist(), snap.cn.tolist()
-        self._walk(window, grow=False)
-        self.t = window.t
+        kid0, depth = kid0.tolist(), depth.tolist()
+        _, leaves = self._plan(window, kid0, depth, snap.n, grow=False)
+        self.params, self.t, self.leaves = window.params, window.t, leaves
+        self._kid0, self._depth, self._cn = kid0, depth, snap.cn.tolist()
 
-    def _walk(self, window, grow):
-        """Read T(t) off the split bits (a BFS queue over node ids): each 1
-        enqueues the node's two children, created if ``grow`` and missing;
-        each 0 is a leaf of T(t), which adds its increment when ``grow``
-        (a snapshot already holds the step's increments)."""
-        kid0, depth, cn = self._kid0, self._depth, self._cn
+    @staticmethod
+    def _plan(window, kid0, depth, n, grow):
+        """Read T(t) off the split bits (a BFS queue over node ids) without
+        changing anything: returns (grown, leaves), the nodes a 1 reaches
+        without children (in order: each gets the next pair of ids from
+        ``n`` on; only if ``grow``, else a SchemaError) and the leaves of
+        T(t). SchemaError for a split at the maximum depth or past the pool."""
         p = window.params
         queue = [0]
-        leaves = []
+        leaves, grown = [], []
+        born = []  # depth of the pair of ids n + 2k, n + 2k + 1 created for grown[k]
         for i, split in enumerate(window.split.tolist()):
             v = queue[i]
             if not split:
                 leaves.append(v)
                 continue
-            if depth[v] >= p.depth:
+            dv = depth[v] if v < n else born[(v - n) // 2]
+            if dv >= p.depth:
                 raise SchemaError("phdstream step %d splits a node at the maximum depth %d" % (window.t, p.depth))
-            if kid0[v] < 0:
+            first = kid0[v] if v < n else -1
+            if first < 0:
                 if not grow:
                     raise SchemaError("phdstream step %d splits a node without children in its snapshot" % window.t)
-                if len(cn) + 2 > p.max_nodes:
+                if n + 2 * (len(grown) + 1) > p.max_nodes:
                     raise SchemaError("phdstream step %d splits past the pool of %d nodes" % (window.t, p.max_nodes))
-                kid0[v] = len(cn)
-                kid0.extend((-1, -1))
-                depth.extend((depth[v] + 1, depth[v] + 1))
-                cn.extend((0, 0))
-            queue.append(kid0[v])
-            queue.append(kid0[v] + 1)
-        if grow:
-            for v, y in zip(leaves, window.y.tolist()):
-                cn[v] += y
-        self.leaves = leaves
+                first = n + 2 * len(grown)
+                grown.append(v)
+                born.append(dv + 1)
+            queue.append(first)
+            queue.append(first + 1)
+        return grown, leaves
+
+    def _grow(self, grown, leaves, ys):
+        """Apply a checked plan: create the children of ``grown``, add each
+        leaf's increment (saturating). Returns what _undo needs."""
+        kid0, depth, cn = self._kid0, self._depth, self._cn
+        n = len(cn)
+        for v in grown:
+            kid0[v] = len(cn)
+            kid0.extend((-1, -1))
+            depth.extend((depth[v] + 1, depth[v] + 1))
+            cn.extend((0, 0))
+        old = [cn[v] for v in leaves]
+        for v, y in zip(leaves, ys):
+            cn[v] = clamp(cn[v] + y)
+        return n, grown, leaves, old
+
+    def _undo(self, n, grown, leaves, old):
+        for v, c in zip(leaves, old):
+            self._cn[v] = c
+        for v in grown:
+            self._kid0[v] = -1
+        del self._kid0[n:], self._depth[n:], self._cn[n:]
 
     def counts(self):
         """int64 (N,): Cn of every node, by the mirror's node id (the rows of children())."""
@@ -122,7 +160,8 @@ class Mirror:
     def canonical(self):
         """(kids bool, cn int64, cd int64), each over the union tree in
         canonical BFS order: whether a node has children, its Cn, and its Cd
-        (the sum of Cn over its strict descendants). Equal for two trees iff
+        (the sum of Cn over its strict descendants, saturated level by
+        level as the device keeps it). Equal for two trees iff
         they are the same tree with the same counts, whatever the node ids."""
         kid0, cn = self._kid0, self._cn
         order = [0]
@@ -134,7 +173,7 @@ class Mirror:
         for v in reversed(order):  # children before parents
             if kid0[v] >= 0:
                 a = kid0[v]
-                cd[v] = cd[a] + cn[a] + cd[a + 1] + cn[a + 1]
+                cd[v] = clamp(cd[a] + cn[a] + cd[a + 1] + cn[a + 1])
         kids = np.array([kid0[v] >= 0 for v in order], dtype=bool)
         return kids, np.array([cn[v] for v in order], dtype=np.int64), np.array([cd[v] for v in order], dtype=np.int64)
 
