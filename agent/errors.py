@@ -18,3 +18,7 @@ class BudgetError(RuntimeError):
 
 class StateError(Exception):
     """The persisted state is missing, stale, forged or damaged: the device must not run."""
+
+
+class ReadingError(ValueError):
+    """One reading is malformed (wrong type, count or op); nothing of it was stored."""

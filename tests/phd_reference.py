@@ -2,10 +2,15 @@
 
 Materialises every vertex of the public binary tree of depth D (2**(D+1) - 1
 vertices, so D <= 8 or so) and keeps G(v, t) exactly as Fractions: each step
-runs PrivTree on G(., t-1) + ∇F(., t) over the full tree, activates one counter
-per leaf of T(t) and adds Ext_T of the leaf increments with the corrected
-weights (1 on v and its ancestors, 2**-k k levels below v, 0 elsewhere;
-docs/mechanisms/phdstream.md). It shares nothing with agent/phdstream but
+runs PrivTree over the full tree on the path-monotone statistic
+c(v) = P(v) + I(v) (I: the step's inserts in v; P(v) = min(max(floor(G(v, t-1)), 0),
+P(parent)); docs/mechanisms/phdstream.md, "Privacy argument (device)"),
+activates one counter per leaf of T(t) on the signed count ∇F(v, t) and adds
+Ext_T of the leaf increments with the corrected weights (1 on v and its
+ancestors, 2**-k k levels below v, 0 elsewhere). Cn(v) (the sum of v's
+increments) and Cd(v) saturate at ±sat (2**27 on the device); with saturation
+the tested mass is floor(Ca) + Cn + Cd recomputed densely from the saturated
+Cn, which equals floor(G) while nothing saturates (tests check both). It shares nothing with agent/phdstream but
 agent/dlap.py: the same DRBG draws in the same order (split noise for each
 visited vertex above depth D in BFS order; a leaf's counter noise at the moment
 it is visited) must give the same tree and counts as the efficient version.
@@ -73,7 +78,7 @@ class DensePHD:
     """Dense PHDStream over the box [lo, hi] (integers), depth D, ε = eps_num/eps_den."""
 
     def __init__(self, lo, hi, depth, eps_num, eps_den, counter="simple", block=8, horizon=128,
-                 max_nodes=None):
+                 max_nodes=None, sat=1 << 27):
         self.lo, self.hi, self.depth = list(lo), list(hi), depth
         self.d = len(lo)
         self.lam = (6 * eps_den, eps_num)                        # λ = 6/ε (β = 2, ε_tree = ε/2)
@@ -88,6 +93,28 @@ class DensePHD:
         self.counters = {}
         self.union = {(0, 0)}                                     # vertices ever in some T(t)
         self.max_nodes = max_nodes
+        self.sat = sat
+        self.cn = {v: 0 for v in self.G}                          # saturated sum of v's increments
+        self.trace = []                                           # (vertex, c(v)) per tested vertex, last step
+
+    def clamp(self, x):
+        return max(-self.sat, min(self.sat, x))
+
+    def masses(self):
+        """floor(Ca + Cn + Cd) per vertex from the saturated Cn, densely: Cd bottom-up
+        (saturated sums over the two children), Ca exact top-down (eq. 10)."""
+        D = self.depth
+        cd = {}
+        for k in range(D, -1, -1):
+            for p in range(1 << k):
+                cd[(k, p)] = 0 if k == D else self.clamp(
+                    sum(cd[(k + 1, q)] + self.cn[(k + 1, q)] for q in (2 * p, 2 * p + 1)))
+        ca = {(0, 0): Fraction(0)}
+        for k in range(1, D + 1):
+            for p in range(1 << k):
+                par = (k - 1, p >> 1)
+                ca[(k, p)] = (ca[par] + self.cn[par]) / 2
+        return {v: math.floor(ca[v]) + self.cn[v] + cd[v] for v in self.G}
 
     def code(self, x):
         """Depth-D path code of reading x: level l halves channel (l-1) mod d."""
@@ -112,27 +139,33 @@ class DensePHD:
         """One step on ``events`` [(x, sign)]: returns (split bits, leaf increments) in BFS order."""
         D = self.depth
         grad = {v: 0 for v in self.G}
+        ins = {v: 0 for v in self.G}
         for x, s in events:
             c = self.code(x)
             for k in range(D + 1):
                 grad[(k, c >> (D - k))] += s
+                ins[(k, c >> (D - k))] += s > 0
+        g = self.masses()
         bits, ys, leaves = [], [], []
-        queue = [(0, 0)]
+        self.trace = []
+        queue = [((0, 0), math.inf)]
         head = 0
         while head < len(queue):
-            v = queue[head]
+            v, p_parent = queue[head]
             head += 1
             k, p = v
+            P = min(max(g[v], 0), p_parent)
             split = False
             if k < D:
-                b = max(math.floor(self.G[v] + grad[v]) - k * self.delta, -self.delta)
+                self.trace.append((v, P + ins[v]))
+                b = max(P + ins[v] - k * self.delta, -self.delta)
                 if b + discrete_laplace(rng, *self.lam) > 0:
                     kids = [(k + 1, 2 * p), (k + 1, 2 * p + 1)]
                     new = [w for w in kids if w not in self.union]
                     if self.max_nodes is None or not new or len(self.union) + 2 <= self.max_nodes:
                         split = True
                         self.union.update(kids)
-                        queue.extend(kids)
+                        queue.extend((w, P) for w in kids)
             bits.append(1 if split else 0)
             if not split:
                 c = self.counters.get(v)
@@ -144,6 +177,7 @@ class DensePHD:
                 leaves.append(v)
         for v, y in zip(leaves, ys):
             self.add_ext(v, y)
+            self.cn[v] = self.clamp(self.cn[v] + y)
         return bits, ys
 
     def add_ext(self, v, y):

@@ -14,9 +14,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.errors import ConfigError, ReadingError, SealedError
 from edgesynth.agent.msgpack_out import Encoder
-from edgesynth.agent.phdstream import PHDStream
+from edgesynth.agent.phdstream import PHDStream, counters
 from edgesynth.firmware_shims.drbg import seeded_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,6 +34,17 @@ def spec(**kw):
          "counter": "simple", "max_nodes": 200, "batch_max": 1000, "snap": 3}
     s.update(kw)
     return s
+
+
+def make(s, seed, factor=1):
+    m = PHDStream(s, factor)
+    m.draw_noise(seeded_source(seed))
+    return m
+
+
+def feed(m, events):
+    for x, sgn in events:
+        m.update(tuple(x) + (sgn,))
 
 
 def stream(steps, seed=5):
@@ -105,23 +116,25 @@ def exact_g(m):
 ])
 def test_dense_equals_efficient_under_shared_noise(counter, extra, max_nodes):
     s = spec(counter=counter, max_nodes=max_nodes, **extra)
-    m = PHDStream(s, seeded_source(b"shared"))
+    m = make(s, b"shared")
     ref = DensePHD(s["lo"], s["hi"], s["depth"], 4, 1, counter=counter, block=extra.get("block", 8),
                    horizon=extra.get("horizon", 128), max_nodes=max_nodes)
     rng_ref = seeded_source(b"shared")
     assert m.delta == ref.delta
     grew = 0
     for events in stream(12):
-        for x, sgn in events:
-            assert m.add(x, sgn)
+        feed(m, events)
+        assert m.nb == len(events)
         m.step()
         bits, ys = ref.step(rng_ref, events)
         got_bits = [m.bits[i >> 3] >> (i & 7) & 1 for i in range(m.nv)]
         assert got_bits == bits
         assert list(m.ys[:m.nl]) == ys
         g = exact_g(m)
+        masses = ref.masses()
         for v, val in g.items():
             assert val == ref.G[v]
+            assert math.floor(val) == masses[v]         # no saturation: floor(Ext_T) = floor(Ca) + Cn + Cd
         # consistency of the dense G (Ext_T keeps it in C(T))
         for (k, p), val in ref.G.items():
             if k < s["depth"]:
@@ -134,20 +147,23 @@ def test_dense_equals_efficient_under_shared_noise(counter, extra, max_nodes):
 
 
 def test_pool_full_refuses_splits_without_allocating():
-    m = PHDStream(spec(max_nodes=5, eps=[8, 1]), seeded_source(b"pool"))
+    m = make(spec(max_nodes=5, eps=[8, 1]), b"pool")
     cn, kid = m.cn, m.kid
     for events in stream(6):
-        for x, sgn in events:
-            m.add(x, sgn)
+        feed(m, events)
         m.step()
         assert m.cn is cn and m.kid is kid and len(m.cn) == 5
         frame(m)
     assert m.used == 5 and m.refused_splits > 0
     # a full batch refuses, storing nothing, and takes events again after the step
-    m2 = PHDStream(spec(batch_max=3), seeded_source(b"b"))
-    assert [m2.add((1, 1), 1) for _ in range(4)] == [True, True, True, False]
+    m2 = make(spec(batch_max=3), b"b")
+    for n in range(5):
+        m2.update((1, 1, 1))
+    assert m2.nb == 3 and m2.refused_events == 2
     m2.step()
-    assert m2.nb == 0 and list(m2.codes) == [0, 0, 0] and m2.add((1, 1), -1)
+    assert m2.nb == 0 and list(m2.codes) == [0, 0, 0] and list(m2.signs) == [0, 0, 0]
+    m2.update((1, 1, -1))
+    assert m2.nb == 1 and m2.refused_events == 2
 
 
 def dlap_var(num, den):
@@ -165,11 +181,11 @@ def dlap_var(num, den):
 ])
 def test_counter_variance_matches_formula(counter, extra, n, noises, scale):
     nodes = 3000
-    m = PHDStream(spec(counter=counter, max_nodes=nodes, eps=[1, 1], **extra), seeded_source(b"var" + counter.encode()))
+    m = make(spec(counter=counter, max_nodes=nodes, eps=[1, 1], **extra), b"var" + counter.encode())
     total = [0] * nodes
     for _ in range(n):
         for v in range(nodes):
-            y = m._count(v, 1)        # one event per activation: the output tracks n
+            y = counters.count(m, v, 1)        # one event per activation: the output tracks n
             m.cn[v] += y
             total[v] += y
     mean = sum(total) / nodes
@@ -184,10 +200,9 @@ def test_counter_variance_matches_formula(counter, extra, n, noises, scale):
 
 
 def test_payload_fields_and_snapshots():
-    m = PHDStream(spec(counter="block", block=4, snap=3), seeded_source(b"wire"))
+    m = make(spec(counter="block", block=4, snap=3), b"wire")
     for events in stream(7):
-        for x, sgn in events:
-            m.add(x, sgn)
+        feed(m, events)
         m.step()
         p = msgpack.unpackb(frame(m), raw=False)
         assert set(p) == PAYLOAD_KEYS and set(p["p"]) == PARAM_KEYS
@@ -216,7 +231,7 @@ def test_config_refused():
     for bad in ({"depth": 29}, {"eps": [1, 0]}, {"counter": "fast"}, {"counter": "tree", "horizon": 12},
                 {"max_nodes": 2}, {"skecth": 1}, {"hi": [64, 0]}):
         with pytest.raises(ConfigError):
-            PHDStream(spec(**bad), seeded_source(b"c"))
+            PHDStream(spec(**bad))
 
 
 def test_micropython_frames_equal_cpython():
@@ -239,11 +254,11 @@ def test_micropython_frames_equal_cpython():
 
 
 @pytest.mark.parametrize("counter,extra,per_node", [
-    ("simple", {}, 36), ("block", {"block": 8}, 52), ("tree", {"horizon": 16}, 36 + 4 + 8 * 5),
+    ("simple", {}, 40), ("block", {"block": 8}, 56), ("tree", {"horizon": 16}, 40 + 4 + 8 * 5),
 ])
 def test_state_bytes_per_node(counter, extra, per_node):
     """RAM is fixed at construction: linear in max_nodes (plus 5 B per batch slot)."""
-    sizes = [PHDStream(spec(counter=counter, max_nodes=n, batch_max=100, **extra), seeded_source(b"m")).state_bytes()
+    sizes = [PHDStream(spec(counter=counter, max_nodes=n, batch_max=100, **extra)).counter_bytes()
              for n in (800, 1600)]
     assert abs((sizes[1] - sizes[0]) / 800 - per_node) <= 0.25
     assert sizes[0] >= 800 * per_node + 500
@@ -255,7 +270,8 @@ def test_floor_split_rate():
     rng = seeded_source(b"floor")
     visits = splits = 0
     for _ in range(1500):
-        m = PHDStream(spec(eps=[1, 1], depth=2, max_nodes=7), rng)
+        m = PHDStream(spec(eps=[1, 1], depth=2, max_nodes=7))
+        m.draw_noise(rng)
         m.step()                      # empty window: depth-1 nodes sit at the floor
         if m.nv > 1:
             for i in (1, 2):
@@ -265,3 +281,105 @@ def test_floor_split_rate():
     want = a ** (m.delta + 1) / (1 + a)
     assert m.delta == 5 and want < 0.25
     assert abs(splits / visits - want) < 5 * math.sqrt(want * (1 - want) / visits)
+
+
+def test_saturation_matches_reference(monkeypatch):
+    """Cn and Cd saturate at ±SAT (2**27 on the device; 30 here so that the
+    test stream reaches it): trees and increments still equal the dense
+    reference that saturates Cn and Cd the same way."""
+    monkeypatch.setattr(counters, "SAT", 30)
+    s = spec(eps=[8, 1])
+    m = make(s, b"sat")
+    ref = DensePHD(s["lo"], s["hi"], s["depth"], 8, 1, sat=30)
+    rng_ref = seeded_source(b"sat")
+    hit = False
+    for events in stream(10):
+        feed(m, events)
+        m.step()
+        bits, ys = ref.step(rng_ref, events)
+        assert [m.bits[i >> 3] >> (i & 7) & 1 for i in range(m.nv)] == bits
+        assert list(m.ys[:m.nl]) == ys
+        for v, k, p in union_nodes(m):
+            assert m.cn[v] == ref.cn[(k, p)] and -30 <= m.cn[v] <= 30 and -30 <= m.cd[v] <= 30
+            hit = hit or abs(m.cd[v]) == 30 or abs(m.cn[v]) == 30
+    assert hit, "the stream must saturate some node"
+    assert ref.masses() != {v: math.floor(val) for v, val in ref.G.items()}, "saturation changes the masses"
+
+
+def test_counters_saturate_without_overflow():
+    """Counter internals fed counts near the limits stay within ±SAT and the
+    output increment within int32."""
+    for counter, extra in (("block", {"block": 4}), ("tree", {"horizon": 8})):
+        m = make(spec(counter=counter, max_nodes=3, **extra), b"satc")
+        for _ in range(40):
+            y = counters.count(m, 1, 1 << 22)
+            m.cn[1] = counters.sat(m.cn[1] + y)
+            assert abs(y) < 1 << 30
+        assert m.cn[1] == counters.SAT
+        internals = (m.ba, m.bs, m.bsl) if counter == "block" else (m.alpha, m.ahat)
+        assert all(abs(a) <= counters.SAT for arr in internals for a in arr)
+
+
+def test_update_refuses_malformed_readings():
+    m = make(spec(), b"r")
+    for bad in ((1, 2, 0), (1, 2, 2), (1, 2, True), (1, 2, 1.0), (1, 2, "+1"), (1.5, 2, 1),
+                (float("nan"), 2, 1), (True, 2, 1), (1, None, 1), (1, 2), (1, 2, 1, 1)):
+        with pytest.raises(ReadingError):
+            m.update(bad)
+    assert m.nb == 0
+    m.update((-10 ** 20, 10 ** 20, -1))   # outside the box: clamped into the corner cells
+    m.update((64, 64, 1))                 # the closed top face
+    assert m.nb == 2 and m.signs[0] == 0 and m.signs[1] == 1
+    assert m.codes[0] == 0b010101 and m.codes[1] == 0b111111
+    m.sealed = True
+    with pytest.raises(SealedError):
+        m.update((1, 2, 1))
+
+
+def test_top_face_at_the_largest_span():
+    """hi - lo = 2**29 - 1 is the largest span (2 * remainder < 2**30); 2**29 is refused."""
+    m = make(spec(lo=[0], hi=[(1 << 29) - 1], depth=28, names=["a"]), b"f")
+    m.update(((1 << 29) - 1, 1))
+    m.update((0, 1))
+    assert m.codes[0] == (1 << 28) - 1 and m.codes[1] == 0
+    with pytest.raises(ConfigError):
+        PHDStream(spec(lo=[0], hi=[1 << 29], names=["a"]))
+    with pytest.raises(ConfigError):
+        PHDStream(spec(lo=[0.0, 0], hi=[64.0, 64]))
+
+
+def test_protocol_names_budget_scales():
+    m = PHDStream(spec())
+    assert m.names == ["x0", "x1", "op"] and m.kind == "phdstream" and not m.sealed
+    assert PHDStream(spec(names=["lon", "lat"], op="ev")).names == ["lon", "lat", "ev"]
+    with pytest.raises(ConfigError):
+        PHDStream(spec(names=["lon", "op"]))
+    assert m.budget() == (8, 1)                                  # 2 eps: a refused event can swap
+    assert PHDStream(spec(rate_bound=True)).budget() == (4, 1)
+    two = PHDStream(spec(), 2)
+    assert two.budget() == (4, 1) and PHDStream(spec(rate_bound=True), 2).budget() == (4, 1)
+    assert (two.lam_num, two.lam_den, two.c_num) == (2 * m.lam_num, m.lam_den, 2 * m.c_num)
+    assert two.delta == -(-(two.lam_num * 1143) // (two.lam_den * 1649))
+    with pytest.raises(ConfigError):
+        PHDStream(spec(rate_bound=1))
+    with pytest.raises(ConfigError):
+        make(spec(), b"e").encode(Encoder())                     # nothing to release before a step
+    with pytest.raises(ConfigError):
+        PHDStream(spec()).step()                                 # no DRBG yet
+
+
+@pytest.mark.parametrize("eps,factor,counter,extra,ok", [
+    ([2, 10 ** 6], 1, "simple", {}, True),           # λ = 3e6 <= 2**22
+    ([1, 10 ** 6], 1, "simple", {}, False),          # λ = 6e6 > 2**22
+    ([2, 10 ** 6], 2, "simple", {}, False),          # factor 2 doubles λ
+    ([10, 10 ** 6], 1, "tree", {"horizon": 1 << 16}, True),    # counter scale 17·2e5 = 3.4e6
+    ([5, 10 ** 6], 1, "tree", {"horizon": 1 << 16}, False),    # 6.8e6 (λ = 1.2e6 is fine)
+])
+def test_noise_scales_capped(eps, factor, counter, extra, ok):
+    """Every noise scale (times factor) goes through spec.check_scale: <= 2**22."""
+    s = spec(eps=eps, counter=counter, **extra)
+    if ok:
+        PHDStream(s, factor)
+    else:
+        with pytest.raises(ConfigError, match="2\\*\\*22"):
+            PHDStream(s, factor)

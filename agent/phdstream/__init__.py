@@ -4,53 +4,52 @@ Kumar, Strohmer, Vershynin, "An Algorithm for Streaming Differentially Private
 Data" (arXiv 2401.14577), the compute-efficient form of Appendix C (Algorithms
 6 and 7) with per-node counters (Algorithm 3, counters of Appendix D), as
 corrected in docs/mechanisms/phdstream.md: λ = (2β−1)/((β−1)·ε/2), leaf noise
-of scale 1/ε_c with ε_c = ε/2.
+of scale 1/ε_c with ε_c = ε/2, and a split test on a path-monotone statistic
+(the section "Privacy argument (device)" there says why).
 
 The public tree is binary (β = 2) over an integer box: level l >= 1 halves
 channel (l - 1) mod d at the midpoint. A reading is quantised on arrival to its
 depth-D path code (exact binary long division, as in agent/privhp), so the
-window's batch is D-bit codes plus signs and a node's events are a contiguous
-segment that the step partitions in place.
+window's batch is D-bit codes plus insert/delete flags and a node's events are
+a contiguous segment that the step partitions in place.
 
 Everything is allocated in the constructor (flat arrays sized from the public
-``max_nodes`` and ``batch_max``); ``add`` and ``step`` allocate nothing but the
-DRBG's output blocks. All values are integers: counts and discrete Laplace
-noise (agent/dlap.py), so Cn and Cd are exact; the ancestor mass Ca is kept as
-floor(Ca), which is exact under nested floors (floor((floor(a) + n) / 2) =
-floor((a + n) / 2) for integer n) and only feeds the split test.
+``max_nodes`` and ``batch_max``); ``update`` allocates nothing and ``step``
+nothing but the DRBG's output blocks. All values are integers: counts and
+discrete Laplace noise (agent/dlap.py), so Cn and Cd are exact; the ancestor
+mass Ca is kept as floor(Ca), which is exact under nested floors
+(floor((floor(a) + n) / 2) = floor((a + n) / 2) for integer n) and only feeds
+the split test.
 
-Not yet differentially private as implemented, and so not offered by plan or
-simulate: the split test's statistic G(t-1) + H(t) is not monotone along a
-path (docs/mechanisms/phdstream.md, "Known problems before exposure").
+Integer range (MicroPython small ints and the C core's int32 stay exact): Cn,
+Cd and every counter value saturate at ±SAT = ±2**27, so |floor(Ca)| <= 2**27
+by induction (the mean of two values in range), a released mass
+g = floor(Ca) + Cn + Cd is at most 3·2**27, the insert count I <= batch_max <=
+2**22, depth·delta < 28·2**22 < 2**27 (λ <= 2**22 by spec.check_scale) and a
+split noise |Z| < 2**29 (spec.draw): |b + Z| < 2**29 + 3·2**27 + 2**22 < 2**30.
 """
 from array import array
 
-from ..dlap import discrete_laplace
-from ..errors import ConfigError
-from ..msgpack_out import key
+from ..errors import SEALED, ConfigError, ReadingError, SealedError
+from ..spec import bounds_field, check_scale, draw, int_field, known_fields, names_field
+from . import counters, release
+from .counters import SAT
 
 KIND = "phdstream"
-VERSION = 1
-BETA = 2
-MAX_DEPTH = 28            # path codes stay below 2**28
-MAX_SPAN = 1 << 29        # 2 * remainder stays below 2**30
+MAX_CHANNELS = 8
+MAX_DEPTH = 28                # path codes stay below 2**28
+MAX_INT_SPAN = (1 << 29) - 1  # the top face: 2 * remainder stays below 2**30
 MAX_NODES = 1 << 22
 MAX_BATCH = 1 << 22
 MAX_EPS_DEN = 10 ** 6
+NO_PARENT = 1 << 29           # the root's "P(parent)": above any P (<= 3·2**27)
 # ln 2 < 1143/1649 (a continued-fraction convergent, 1.8e-7 above): delta =
 # ceil(λ·1143/1649) is at least λ ln β, which is what PrivTree's bias needs
 LN2_NUM = 1143
 LN2_DEN = 1649
 COUNTERS = ("simple", "block", "tree")
-SPEC_KEYS = ("kind", "lo", "hi", "depth", "eps", "counter", "block", "horizon", "max_nodes",
-             "batch_max", "snap")
-
-
-def _int(spec, name, lo, hi, default=None):
-    v = spec.get(name, default)
-    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-        raise ConfigError("phdstream field %r must be an integer in [%d, %d]" % (name, lo, hi))
-    return v
+SPEC_KEYS = ("kind", "names", "op", "lo", "hi", "depth", "eps", "counter", "block", "horizon", "max_nodes",
+             "batch_max", "snap", "rate_bound")
 
 
 def _ceil_div(a, b):
@@ -58,59 +57,78 @@ def _ceil_div(a, b):
 
 
 class PHDStream:
-    """PHDStream state for one stream of d-channel integer readings.
+    """PHDStream state for one stream of d-channel integer readings with an
+    insert/delete op.
 
-    ``spec`` (all public): ``lo``/``hi`` integer box bounds per channel (1..8
-    channels, hi - lo in 1..2**29), ``depth`` D (1..28), ``eps`` [num, den]
-    (per event, den <= 10**6), ``counter`` "simple" | "block" | "tree",
-    ``block`` B (>= 2, block counter), ``horizon`` T_h (power of 2, tree
-    counter), ``max_nodes`` pool size (>= 3), ``batch_max`` events per window,
-    ``snap`` snapshot period in steps (>= 1). ``rng`` has ``below(m)``.
+    ``spec`` (all public; docs/mechanisms/phdstream.md, "Parameters"):
+    ``lo``/``hi`` integer box bounds per channel (1..8 channels, hi - lo in
+    1..2**29 - 1), ``names`` the channel columns (default x0..x{d-1}), ``op``
+    the op column (default "op"), ``depth`` D (1..28), ``eps`` [num, den] (the
+    per-event ε, den <= 10**6), ``counter`` "simple" | "block" | "tree",
+    ``block`` B (2..2**16, block counter), ``horizon`` T_h (power of 2 up to
+    2**16, tree counter), ``max_nodes`` pool size (3..2**22), ``batch_max``
+    events per window (1..2**22), ``snap`` snapshot period in steps (>= 1),
+    ``rate_bound`` (bool, default false: the deployment promises that no
+    window holds more than ``batch_max`` events). ``factor`` multiplies every
+    noise scale (1 for add/remove-one neighbours, 2 for replace-one).
     """
 
     kind = KIND
+    sealed = False  # set by the agent's release(); updates are refused after it
 
-    def __init__(self, spec, rng):
-        for k in spec:
-            if k not in SPEC_KEYS:
-                raise ConfigError("phdstream has no field %r" % (k,))
+    def __init__(self, spec, factor=1):
+        known_fields(spec, KIND, SPEC_KEYS)
         if spec.get("kind", KIND) != KIND:
             raise ConfigError("phdstream spec has kind %r" % (spec.get("kind"),))
-        lo = spec.get("lo")
-        hi = spec.get("hi")
-        if not isinstance(lo, (list, tuple)) or not isinstance(hi, (list, tuple)) or \
-                not 1 <= len(lo) <= 8 or len(lo) != len(hi):
-            raise ConfigError("phdstream lo and hi must be lists of 1..8 integers of equal length")
-        for i in range(len(lo)):
-            if not isinstance(lo[i], int) or not isinstance(hi[i], int) or not 1 <= hi[i] - lo[i] <= MAX_SPAN:
-                raise ConfigError("phdstream channel %d: integer bounds with 1 <= hi - lo <= 2**29" % i)
-        self.d = len(lo)
+        lo, hi, span = bounds_field(spec, KIND, MAX_INT_SPAN)
+        d = len(lo)
+        if d > MAX_CHANNELS:
+            raise ConfigError("phdstream takes 1..%d channels, got %d" % (MAX_CHANNELS, d))
+        for i in range(d):
+            if not isinstance(span[i], int):
+                raise ConfigError("phdstream channel %d: lo and hi must be integers" % i)
+        names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])
+        op = spec.get("op", "op")
+        if not isinstance(op, str) or not 0 < len(op) <= 64 or "\x00" in op or op in names:
+            raise ConfigError("phdstream.op must be a short column name, not a channel's")
+        self.names = list(names) + [op]
+        self.d = d
         self.lo = list(lo)
         self.hi = list(hi)
-        self.span = [hi[i] - lo[i] for i in range(self.d)]
-        self.depth = _int(spec, "depth", 1, MAX_DEPTH)
+        self.span = list(span)
+        self.depth = int_field(spec, KIND, "depth", 1, MAX_DEPTH)
         eps = spec.get("eps")
-        if not isinstance(eps, (list, tuple)) or len(eps) != 2:
-            raise ConfigError("phdstream eps must be [numerator, denominator]")
-        self.eps_num = _int({"eps": eps[0]}, "eps", 1, 100 * MAX_EPS_DEN)
-        self.eps_den = _int({"eps": eps[1]}, "eps", 1, MAX_EPS_DEN)
+        if not isinstance(eps, list) or len(eps) != 2:
+            raise ConfigError("phdstream.eps must be [numerator, denominator]")
+        self.eps_num = int_field({"eps[0]": eps[0]}, KIND, "eps[0]", 1, 100 * MAX_EPS_DEN)
+        self.eps_den = int_field({"eps[1]": eps[1]}, KIND, "eps[1]", 1, MAX_EPS_DEN)
         counter = spec.get("counter", "simple")
         if counter not in COUNTERS:
-            raise ConfigError("phdstream counter must be one of simple, block, tree")
+            raise ConfigError("phdstream.counter must be one of simple, block, tree")
         self.counter = counter
-        self.block = _int(spec, "block", 2, 1 << 16, 8) if counter == "block" else 0
-        self.horizon = _int(spec, "horizon", 1, 1 << 16, 128) if counter == "tree" else 0
-        if counter == "tree" and self.horizon & (self.horizon - 1):
-            raise ConfigError("phdstream horizon must be a power of 2")
-        n = _int(spec, "max_nodes", 3, MAX_NODES)
+        self.block = 0
+        self.horizon = 0
+        if counter == "block":
+            self.block = int_field({"block": spec.get("block", 8)}, KIND, "block", 2, 1 << 16)
+        elif counter == "tree":
+            self.horizon = int_field({"horizon": spec.get("horizon", 128)}, KIND, "horizon", 1, 1 << 16)
+            if self.horizon & (self.horizon - 1):
+                raise ConfigError("phdstream.horizon must be a power of 2")
+        n = int_field(spec, KIND, "max_nodes", 3, MAX_NODES)
         self.max_nodes = n
-        self.batch_max = _int(spec, "batch_max", 1, MAX_BATCH)
-        self.snap_every = _int(spec, "snap", 1, 1 << 30, 16)
+        self.batch_max = int_field(spec, KIND, "batch_max", 1, MAX_BATCH)
+        self.snap_every = int_field({"snap": spec.get("snap", 16)}, KIND, "snap", 1, 1 << 30)
+        rate_bound = spec.get("rate_bound", False)
+        if rate_bound is not True and rate_bound is not False:
+            raise ConfigError("phdstream.rate_bound must be true or false")
+        self.rate_bound = rate_bound
+        self.factor = factor
         num = self.eps_num
         den = self.eps_den
         # λ = (2β-1)/((β-1)·ε/2) = 6/ε at β = 2, as the rational (6·den)/num
-        self.lam_num = 6 * den
+        self.lam_num = 6 * den * factor
         self.lam_den = num
+        check_scale(KIND + " split test", self.lam_num, self.lam_den)
         self.delta = _ceil_div(self.lam_num * LN2_NUM, self.lam_den * LN2_DEN)
         self.theta = 0
         # counter noise scales, rationals over num (ε_c = ε/2)
@@ -126,34 +144,41 @@ class PHDStream:
                 levels += 1
             self.levels = levels            # log2 T_h + 1 p-sums hold each event
             self.c_num = 2 * levels * den   # levels/ε_c
+        self.c_num *= factor
         self.c_den = num
-        self.rng = rng
+        check_scale(KIND + " counter", self.c_num, self.c_den)
+        self.rng = None
+        self._alloc(n)
+
+    def _alloc(self, n):
         # node pool: node 0 is the root; children of v are kid[v], kid[v] + 1
         # (kid 0 = none: the root is nobody's child)
         self.cn = array("i", bytes(4 * n))
         self.cd = array("i", bytes(4 * n))
         self.kid = array("i", bytes(4 * n))
         self.used = 1
-        if counter == "block":
+        if self.counter == "block":
             self.act = array("i", bytes(4 * n))
             self.ba = array("i", bytes(4 * n))
             self.bs = array("i", bytes(4 * n))
             self.bsl = array("i", bytes(4 * n))
-        elif counter == "tree":
+        elif self.counter == "tree":
             self.act = array("i", bytes(4 * n))
             self.alpha = array("i", bytes(4 * n * self.levels))
             self.ahat = array("i", bytes(4 * n * self.levels))
-        # the window's batch: depth-D path codes and signs (1 = insert, 0 = delete)
+        # the window's batch: depth-D path codes and ops (1 = insert, 0 = delete)
         self.codes = array("i", bytes(4 * self.batch_max))
         self.signs = bytearray(self.batch_max)
         self.nb = 0
         self.rem = [0] * self.d
-        # BFS queue of one step; also the order array of the reverse Cd pass
+        # BFS queue of one step (node, segment, floor(Ca), depth, P(parent));
+        # also the order array of the reverse Cd pass
         self.q_node = array("i", bytes(4 * n))
         self.q_lo = array("i", bytes(4 * n))
         self.q_hi = array("i", bytes(4 * n))
         self.q_ca = array("i", bytes(4 * n))
         self.q_dep = array("i", bytes(4 * n))
+        self.q_p = array("i", bytes(4 * n))
         # the step's release: split bits over visited nodes, leaf increments
         self.bits = bytearray((n + 7) >> 3)
         self.kbits = bytearray((n + 7) >> 3)
@@ -161,31 +186,76 @@ class PHDStream:
         self.nv = 0
         self.nl = 0
         self.t = 0
-        # splits the full pool turned into leaves: a device-side diagnostic for
-        # sizing, never released (it depends on noisy test outcomes)
+        # device-side diagnostics for sizing runs, never released (they depend
+        # on the data and on noisy test outcomes): splits the full pool turned
+        # into leaves, events a full batch refused
         self.refused_splits = 0
-        self._K = None
+        self.refused_events = 0
+
+    # ------------------------------------------------------------ agent protocol
+    def budget(self):
+        """(numerator, denominator) of the ε this state spends per event over
+        the whole stream: ε, or 2ε under add/remove neighbours without
+        ``rate_bound`` (a refused event can swap for a displaced one). Under
+        replace neighbours (factor 2) a full batch refuses the same positions
+        in both streams, so it is ε."""
+        if self.rate_bound or self.factor != 1:
+            return self.eps_num, self.eps_den
+        return 2 * self.eps_num, self.eps_den
+
+    def draw_noise(self, rng):
+        """Keep the DRBG ``rng``: PHDStream draws its noise at every step."""
+        self.rng = rng
+
+    def prepare_release(self):
+        """Build the payload's key table now, so that releasing allocates little."""
+        release.keys()
+
+    def counter_bytes(self):
+        """Bytes of every preallocated array (pool, counters, batch, queue,
+        release buffers): the state's RAM apart from interpreter overhead."""
+        n = 0
+        for name in ("cn", "cd", "kid", "act", "ba", "bs", "bsl", "alpha", "ahat", "codes", "q_node",
+                     "q_lo", "q_hi", "q_ca", "q_dep", "q_p", "ys"):
+            a = getattr(self, name, None)
+            if a is not None:
+                n += 4 * len(a)
+        return n + len(self.signs) + len(self.bits) + len(self.kbits)
 
     # ------------------------------------------------------------ readings
-    def add(self, x, sign):
-        """Queue one event for this window: reading ``x`` (d integers; outside
-        the box it lands in the nearest cell) with ``sign`` +1 (insert) or -1
-        (delete). Returns False, storing nothing, when the batch is full."""
+    def update(self, x):
+        """Queue one event for this window: ``x`` = d integer readings, then
+        the op, exactly 1 (insert) or -1 (delete). A reading outside the box
+        lands in the nearest cell. Anything else raises ReadingError and
+        stores nothing. When the batch is full the event is refused silently
+        (counted in ``refused_events``, never released). Allocates nothing."""
+        if self.sealed:
+            raise SealedError(SEALED)
+        d = self.d
+        if len(x) != d + 1:
+            raise ReadingError("phdstream reads %d integer channels and the op" % d)
+        op = x[d]
+        if isinstance(op, bool) or not isinstance(op, int) or (op != 1 and op != -1):
+            raise ReadingError("phdstream op must be 1 (insert) or -1 (delete), got %r" % (op,))
+        for i in range(d):
+            xi = x[i]
+            if isinstance(xi, bool) or not isinstance(xi, int):
+                raise ReadingError("phdstream channel %d must be an integer, got %r" % (i, xi))
         nb = self.nb
         if nb >= self.batch_max:
-            return False
+            self.refused_events += 1
+            return
         rem = self.rem
-        d = self.d
+        span = self.span
         for i in range(d):
             xi = x[i]
             if xi > self.hi[i]:
-                rem[i] = self.span[i]
+                rem[i] = span[i]
             elif xi >= self.lo[i]:
                 rem[i] = xi - self.lo[i]
             else:
                 rem[i] = 0
         code = 0
-        span = self.span
         i = 0
         for _ in range(self.depth):
             t = rem[i] + rem[i]
@@ -201,75 +271,26 @@ class PHDStream:
         for i in range(d):
             rem[i] = 0  # the remainders encode the reading
         self.codes[nb] = code
-        self.signs[nb] = 1 if sign > 0 else 0
+        self.signs[nb] = 1 if op > 0 else 0
         self.nb = nb + 1
-        return True
-
-    # ------------------------------------------------------------ counters
-    def _count(self, v, h):
-        """Activate node v's counter with this step's count ``h``; return the
-        increment of its output (which is Cn(v) after minus before)."""
-        rng = self.rng
-        if self.counter == "simple":
-            return h + discrete_laplace(rng, self.c_num, self.c_den)
-        if self.counter == "block":
-            n = self.act[v] + 1
-            self.act[v] = n
-            self.bs[v] += h
-            if n % self.block == 0:
-                self.ba[v] = 0
-                self.bs[v] += discrete_laplace(rng, self.c_num, self.c_den)
-                self.bsl[v] = self.bs[v]
-            else:
-                self.ba[v] += h + discrete_laplace(rng, self.c_num, self.c_den)
-            return self.bsl[v] + self.ba[v] - self.cn[v]
-        # binary tree (Algorithm 10); a counter past its horizon starts a new
-        # epoch whose output continues from the last one (Cn keeps it)
-        L = self.levels
-        base = v * L
-        alpha = self.alpha
-        ahat = self.ahat
-        n = self.act[v] + 1
-        if n > self.horizon:
-            for i in range(L):
-                alpha[base + i] = 0
-                ahat[base + i] = 0
-            n = 1
-        self.act[v] = n
-        old = 0
-        m = n - 1
-        i = 0
-        while m:
-            if m & 1:
-                old += ahat[base + i]
-            m >>= 1
-            i += 1
-        j = 0
-        while not (n >> j) & 1:
-            j += 1
-        s = h
-        for i in range(j):
-            s += alpha[base + i]
-            alpha[base + i] = 0
-            ahat[base + i] = 0
-        alpha[base + j] = s
-        ahat[base + j] = s + discrete_laplace(rng, self.c_num, self.c_den)
-        new = 0
-        m = n
-        i = 0
-        while m:
-            if m & 1:
-                new += ahat[base + i]
-            m >>= 1
-            i += 1
-        return new - old
 
     # ------------------------------------------------------------ one step
     def step(self):
         """Run one PHDStream step on the window's batch (Algorithms 6/7) and
         empty the batch. The release is then in ``bits``/``nv`` and
-        ``ys``/``nl`` until the next step (``encode`` writes it)."""
+        ``ys``/``nl`` until the next step (``encode`` writes it).
+
+        Split test at node v of depth k < D (PrivTree, ε/2): b = max(P(v) +
+        I(v) - k·delta, theta - delta), split iff b + Z > theta, Z discrete
+        Laplace of scale λ. I(v) counts the window's inserts in v; P(v) =
+        min(max(g(v), 0), P(parent)) with g(v) = floor(G(v, t-1)) =
+        floor(Ca) + Cn + Cd, a function of released values, so c = P + I
+        never grows along a path and one event moves it by at most 1, on its
+        own path. A leaf's counter takes the signed count H(v) (inserts minus
+        deletes)."""
         rng = self.rng
+        if rng is None:
+            raise ConfigError("phdstream: draw_noise(rng) must come before the first step")
         codes = self.codes
         signs = self.signs
         cn = self.cn
@@ -280,12 +301,15 @@ class PHDStream:
         qhi = self.q_hi
         qca = self.q_ca
         qdep = self.q_dep
+        qp = self.q_p
         bits = self.bits
         ys = self.ys
         D = self.depth
         delta = self.delta
         theta = self.theta
         floor_b = theta - delta
+        lam_num = self.lam_num
+        lam_den = self.lam_den
         for i in range((self.nv + 7) >> 3):
             bits[i] = 0
         qn[0] = 0
@@ -293,6 +317,7 @@ class PHDStream:
         qhi[0] = self.nb
         qca[0] = 0
         qdep[0] = 0
+        qp[0] = NO_PARENT
         tail = 1
         head = 0
         nl = 0
@@ -302,15 +327,20 @@ class PHDStream:
             hi = qhi[head]
             ca = qca[head]
             dep = qdep[head]
-            h = lo - hi
+            ins = 0
             for i in range(lo, hi):
-                h += signs[i] + signs[i]  # +1 per insert, -1 per delete
+                ins += signs[i]
             split = False
+            p = ca + cn[v] + cd[v]        # floor(G(v, t-1))
+            if p < 0:
+                p = 0
+            if p > qp[head]:
+                p = qp[head]
             if dep < D:
-                b = ca + cn[v] + cd[v] + h - dep * delta
+                b = p + ins - dep * delta
                 if b < floor_b:
                     b = floor_b
-                if b + discrete_laplace(rng, self.lam_num, self.lam_den) > theta:
+                if b + draw(rng, lam_num, lam_den) > theta:
                     split = True
                     if kid[v] == 0:
                         if self.used + 2 <= self.max_nodes:
@@ -346,25 +376,29 @@ class PHDStream:
                 qhi[tail] = i
                 qca[tail] = cca
                 qdep[tail] = dep + 1
+                qp[tail] = p
                 qn[tail + 1] = c + 1
                 qlo[tail + 1] = i
                 qhi[tail + 1] = hi
                 qca[tail + 1] = cca
                 qdep[tail + 1] = dep + 1
+                qp[tail + 1] = p
                 tail += 2
             else:
-                y = self._count(v, h)
-                cn[v] += y
+                # H(v) = inserts - deletes
+                y = counters.count(self, v, ins + ins - (hi - lo))
+                cn[v] = counters.sat(cn[v] + y)
                 ys[nl] = y
                 nl += 1
             head += 1
-        # children before parents (reverse BFS): Cd(v) = Σ_w Cd(w) + Cn(w), eq. 11
+        # children before parents (reverse BFS): Cd(v) = Σ_w Cd(w) + Cn(w), eq. 11,
+        # saturated like Cn (the host mirror applies the same rule)
         i = tail - 1
         while i >= 0:
             if bits[i >> 3] >> (i & 7) & 1:
                 v = qn[i]
                 c = kid[v]
-                cd[v] = cd[c] + cn[c] + cd[c + 1] + cn[c + 1]
+                cd[v] = counters.sat(cd[c] + cn[c] + cd[c + 1] + cn[c + 1])
             i -= 1
         # the batch holds raw events: clear it (state at rest is released values
         # and counter internals only)
@@ -377,124 +411,15 @@ class PHDStream:
         self.t += 1
 
     # ------------------------------------------------------------ release
-    def _keys(self):
-        if self._K is None:
-            K = {}
-            for name in ("beta", "bits", "block", "cn", "counter", "d", "delta", "depth", "eps", "hi",
-                         "horizon", "kids", "kind", "lam", "lo", "max_nodes", "n", "noise", "nv", "p",
-                         "snap", "t", "theta", "v"):
-                K[name] = key(name)
-            self._K = K
-        return self._K
-
     def snapshot_due(self):
-        """Whether the frame of the last step carries a full snapshot."""
-        return self.t == 1 or self.t % self.snap_every == 0
+        """Whether the payload of the last step carries a full snapshot."""
+        return release.snapshot_due(self)
 
     def encode(self, enc):
         """Write the last step's payload (docs/mechanisms/phdstream.md, Wire)."""
-        K = self._keys()
-        enc.map(8)
-        enc.raw(K["bits"])
-        nbytes = (self.nv + 7) >> 3
-        enc.bin_head(nbytes)
-        enc.raw(memoryview(self.bits)[:nbytes])
-        enc.raw(K["d"])
-        enc.packed((memoryview(self.ys)[:self.nl],), "<i", 4)
-        enc.raw(K["kind"])
-        enc.str(b"phdstream")
-        enc.raw(K["nv"])
-        enc.uint(self.nv)
-        enc.raw(K["p"])
-        self._params(enc, K)
-        enc.raw(K["snap"])
-        if self.snapshot_due():
-            self._snapshot(enc, K)
-        else:
-            enc.nil()
-        enc.raw(K["t"])
-        enc.uint(self.t)
-        enc.raw(K["v"])
-        enc.uint(VERSION)
+        if self.t == 0:
+            raise ConfigError("phdstream: nothing to release before the first step")
+        release.encode(self, enc)
 
-    def _params(self, enc, K):
-        enc.map(14)
-        enc.raw(K["beta"])
-        enc.uint(BETA)
-        enc.raw(K["block"])
-        enc.uint(self.block)
-        enc.raw(K["counter"])
-        enc.str(self.counter.encode())
-        enc.raw(K["delta"])
-        enc.uint(self.delta)
-        enc.raw(K["depth"])
-        enc.uint(self.depth)
-        enc.raw(K["eps"])
-        enc.array(2)
-        enc.uint(self.eps_num)
-        enc.uint(self.eps_den)
-        enc.raw(K["hi"])
-        enc.array(self.d)
-        for v in self.hi:
-            enc.int(v)
-        enc.raw(K["horizon"])
-        enc.uint(self.horizon)
-        enc.raw(K["lam"])
-        enc.array(2)
-        enc.uint(self.lam_num)
-        enc.uint(self.lam_den)
-        enc.raw(K["lo"])
-        enc.array(self.d)
-        for v in self.lo:
-            enc.int(v)
-        enc.raw(K["max_nodes"])
-        enc.uint(self.max_nodes)
-        enc.raw(K["noise"])
-        enc.str(b"dlap")
-        enc.raw(K["snap"])
-        enc.uint(self.snap_every)
-        enc.raw(K["theta"])
-        enc.uint(self.theta)
 
-    def _snapshot(self, enc, K):
-        """The union tree in canonical BFS order: kids bitmap and Cn. Reuses
-        the step's queue arrays (the step's release is bits and ys)."""
-        qn = self.q_node
-        order_cn = self.q_lo
-        kbits = self.kbits
-        kid = self.kid
-        for i in range(len(kbits)):
-            kbits[i] = 0
-        qn[0] = 0
-        tail = 1
-        head = 0
-        while head < tail:
-            v = qn[head]
-            order_cn[head] = self.cn[v]
-            c = kid[v]
-            if c:
-                kbits[head >> 3] |= 1 << (head & 7)
-                qn[tail] = c
-                qn[tail + 1] = c + 1
-                tail += 2
-            head += 1
-        enc.map(3)
-        enc.raw(K["cn"])
-        enc.packed((memoryview(order_cn)[:tail],), "<i", 4)
-        enc.raw(K["kids"])
-        nbytes = (tail + 7) >> 3
-        enc.bin_head(nbytes)
-        enc.raw(memoryview(kbits)[:nbytes])
-        enc.raw(K["n"])
-        enc.uint(tail)
-
-    def state_bytes(self):
-        """Bytes of every preallocated array (pool, counters, batch, queue,
-        release buffers): the state's RAM apart from interpreter overhead."""
-        n = 0
-        for name in ("cn", "cd", "kid", "act", "ba", "bs", "bsl", "alpha", "ahat", "codes", "q_node",
-                     "q_lo", "q_hi", "q_ca", "q_dep", "ys"):
-            a = getattr(self, name, None)
-            if a is not None:
-                n += 4 * len(a)
-        return n + len(self.signs) + len(self.bits) + len(self.kbits)
+__all__ = ["PHDStream", "SAT", "KIND"]

@@ -30,7 +30,8 @@ def spec(counter, max_nodes, **kw):
 
 
 def run(name, s, windows, per_window):
-    m = PHDStream(s, seeded_source(b"phd-vector-" + name.encode()))
+    m = PHDStream(s)
+    m.draw_noise(seeded_source(b"phd-vector-" + name.encode()))
     enc = Encoder()
     x = 7
     live = []  # a few live readings so that deletions remove real points
@@ -39,13 +40,13 @@ def run(name, s, windows, per_window):
             x = lcg(x)
             if live and x % 5 == 0:
                 a, b = live.pop()
-                m.add((a, b), -1)
+                m.update((a, b, -1))
                 continue
             x = lcg(x)
             a = (x >> 3) % 1100 - 50
             x = lcg(x)
             b = (x >> 5) % 80 - 40 if w < windows // 2 else (x >> 5) % 20
-            m.add((a, b), 1)
+            m.update((a, b, 1))
             if len(live) < 64:
                 live.append((a, b))
         m.step()
