@@ -95,7 +95,6 @@ class DensePHD:
         self.max_nodes = max_nodes
         self.sat = sat
         self.cn = {v: 0 for v in self.G}                          # saturated sum of v's increments
-        self.trace = []                                           # (vertex, c(v)) per tested vertex, last step
 
     def clamp(self, x):
         return max(-self.sat, min(self.sat, x))
@@ -135,37 +134,48 @@ class DensePHD:
             code = code * 2 + (cell[i] >> (bits_per[i] - used[i]) & 1)
         return code
 
+    def counts(self, events, signed):
+        """Per vertex: the signed count ∇F(v, t) (signed) or the number of inserts I(v)."""
+        out = {v: 0 for v in self.G}
+        for x, s in events:
+            c = self.code(x)
+            for k in range(self.depth + 1):
+                out[(k, c >> (self.depth - k))] += s if signed else s > 0
+        return out
+
+    def statistic(self, events):
+        """The split test's count c(v) = P(v) + I(v) at every vertex above depth D, before
+        the bias and the floor: P(root) = max(g, 0), P(v) = min(max(g(v), 0), P(parent))."""
+        g = self.masses()
+        ins = self.counts(events, signed=False)
+        P = {(0, 0): max(g[(0, 0)], 0)}
+        for k in range(1, self.depth + 1):
+            for p in range(1 << k):
+                P[(k, p)] = min(max(g[(k, p)], 0), P[(k - 1, p >> 1)])
+        return {(k, p): P[(k, p)] + ins[(k, p)] for (k, p) in self.G if k < self.depth}
+
     def step(self, rng, events):
         """One step on ``events`` [(x, sign)]: returns (split bits, leaf increments) in BFS order."""
         D = self.depth
-        grad = {v: 0 for v in self.G}
-        ins = {v: 0 for v in self.G}
-        for x, s in events:
-            c = self.code(x)
-            for k in range(D + 1):
-                grad[(k, c >> (D - k))] += s
-                ins[(k, c >> (D - k))] += s > 0
-        g = self.masses()
+        grad = self.counts(events, signed=True)
+        stat = self.statistic(events)
         bits, ys, leaves = [], [], []
-        self.trace = []
-        queue = [((0, 0), math.inf)]
+        queue = [(0, 0)]
         head = 0
         while head < len(queue):
-            v, p_parent = queue[head]
+            v = queue[head]
             head += 1
             k, p = v
-            P = min(max(g[v], 0), p_parent)
             split = False
             if k < D:
-                self.trace.append((v, P + ins[v]))
-                b = max(P + ins[v] - k * self.delta, -self.delta)
+                b = max(stat[v] - k * self.delta, -self.delta)
                 if b + discrete_laplace(rng, *self.lam) > 0:
                     kids = [(k + 1, 2 * p), (k + 1, 2 * p + 1)]
                     new = [w for w in kids if w not in self.union]
                     if self.max_nodes is None or not new or len(self.union) + 2 <= self.max_nodes:
                         split = True
                         self.union.update(kids)
-                        queue.extend((w, P) for w in kids)
+                        queue.extend(kids)
             bits.append(1 if split else 0)
             if not split:
                 c = self.counters.get(v)

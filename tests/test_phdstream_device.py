@@ -383,3 +383,33 @@ def test_noise_scales_capped(eps, factor, counter, extra, ok):
     else:
         with pytest.raises(ConfigError, match="2\\*\\*22"):
             PHDStream(s, factor)
+
+
+def test_split_statistic_is_path_monotone_and_moves_on_one_path():
+    """PrivTree's proof conditions on reachable states (reference, noisy G with
+    deletions): c(child) <= c(parent); a neighbour with one more insert moves
+    c by exactly +1 on that event's path and nowhere else; one more delete
+    moves no c. The printed statistic floor(G(t-1) + ∇F(t)) fails the first
+    condition on the same states."""
+    s = spec(eps=[1, 1])
+    ref = DensePHD(s["lo"], s["hi"], s["depth"], 1, 1)
+    rng = seeded_source(b"mono")
+    D = s["depth"]
+    probe = [(3, 60), (33, 33), (64, 0)]
+    old_violations = 0
+    for t, events in enumerate(stream(10)):
+        c = ref.statistic(events)
+        grad = ref.counts(events, signed=True)
+        for (k, p), val in c.items():
+            if k:
+                assert val <= c[(k - 1, p >> 1)]
+                old = math.floor(ref.G[(k, p)] + grad[(k, p)])
+                old_violations += old > math.floor(ref.G[(k - 1, p >> 1)] + grad[(k - 1, p >> 1)])
+        for x in probe:
+            code = ref.code(x)
+            on_path = {(k, code >> (D - k)) for k in range(D)}
+            plus = ref.statistic(events + [(x, 1)])
+            assert {v: plus[v] - c[v] for v in c} == {v: int(v in on_path) for v in c}
+            assert ref.statistic(events + [(x, -1)]) == c
+        ref.step(rng, events)
+    assert old_violations > 0, "the printed statistic should break monotonicity on this stream"
