@@ -67,6 +67,10 @@ int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8
         if (!mechs[i] || !mechs[i]->ops || mechs[i]->factor != relation)
             /* uninitialised, or noise scale factor != relation (device.py RELATIONS) */
             return finish_init(a, mechs, n_mechs, rng, ES_E_CONFIG);
+    for (i = 0; i < n_mechs; i++)
+        if (mechs[i]->ops->step && n_mechs != 1)
+            /* a continual mechanism steps at every release: it holds the device alone */
+            return finish_init(a, mechs, n_mechs, rng, ES_E_CONFIG);
     if (!es_drbg_ready(rng)) /* a zeroed DRBG would give fixed, public noise */
         return finish_init(a, mechs, n_mechs, rng, ES_E_ENTROPY);
     a->mechs = mechs;
@@ -129,10 +133,8 @@ size_t es_agent_frame_size(const es_agent_t *a)
            (a->has_key ? 34 : 1);
 }
 
-long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
+int es_agent_seal(es_agent_t *a)
 {
-    es_enc_t e;
-    size_t size;
     unsigned i;
     for (i = 0; i < a->n_mechs; i++) /* a state re-initialised since es_agent_init holds raw counts */
         if (!a->mechs[i]->noised)
@@ -145,10 +147,33 @@ long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
     for (i = 0; i < a->n_mechs; i++)
         if (a->mechs[i]->full)
             return ES_E_FULL;
-    size = payload_size(a);
+    if (a->err)
+        return a->err;
+    /* a continual mechanism's step, once per window: at its seal */
+    for (i = 0; !a->sealed && i < a->n_mechs; i++)
+        if (a->mechs[i]->ops->step) {
+            int st = a->mechs[i]->ops->step(a->mechs[i]);
+            if (st != ES_OK) {
+                a->err = (int8_t)st;
+                a->sealed = 1;
+                a->mechs[i]->sealed = 1;
+                return st;
+            }
+        }
     a->sealed = 1;
     for (i = 0; i < a->n_mechs; i++)
         a->mechs[i]->sealed = 1;
+    return ES_OK;
+}
+
+long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
+{
+    es_enc_t e;
+    size_t size;
+    int st = es_agent_seal(a);
+    if (st != ES_OK)
+        return st;
+    size = payload_size(a);
     if (a->has_key)
         es_hmac_start(&a->mac);
     es_enc_reset(&e, sink, ctx, a->has_key ? &a->mac : NULL);
@@ -193,4 +218,26 @@ long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap)
     o.cap = cap;
     o.n = 0;
     return es_agent_release(a, to_buf, &o);
+}
+
+int es_agent_next_window(es_agent_t *a, uint32_t epoch)
+{
+    unsigned i;
+    if (!a->n_mechs)
+        return ES_E_CONFIG;
+    for (i = 0; i < a->n_mechs; i++)
+        if (!a->mechs[i]->ops->step)
+            return ES_E_CONFIG; /* a one-shot state would reuse its noise */
+    if (!a->sealed || a->err) /* this window's events would join the next one's step */
+        return a->err ? a->err : ES_E_SEALED;
+    if (epoch <= a->epoch)
+        return ES_E_CONFIG;
+    if (a->seq == UINT32_MAX)
+        return ES_E_RANGE;
+    a->seq++;
+    a->epoch = epoch;
+    a->sealed = 0;
+    for (i = 0; i < a->n_mechs; i++)
+        a->mechs[i]->sealed = 0;
+    return ES_OK;
 }

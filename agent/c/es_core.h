@@ -1,6 +1,7 @@
 /* edgesynth native core: the device agent's state, update, noise and release
  * in portable C99, byte-identical to the Python agent (agent/, firmware_shims/),
- * for its three mechanisms: privhp, cdf and profile, alone or several on one device.
+ * for its mechanisms: privhp, cdf and profile, alone or several on one device,
+ * and the continual phdstream (alone).
  *
  * No malloc: every table lives in memory the caller provides (its size comes
  * from es_<kind>_mem_size). No floating point in the noise path: the sampler is
@@ -167,6 +168,8 @@ typedef struct es_mech es_mech_t;
 typedef struct {
     int (*draw_noise)(es_mech_t *m, es_drbg_t *rng);  /* every counter, wire order */
     void (*encode)(const es_mech_t *m, es_enc_t *e);  /* the mechanism's msgpack map */
+    int (*step)(es_mech_t *m);  /* continual mechanisms (phdstream): one step per window,
+                                   run at the window's first release; NULL otherwise */
 } es_mech_ops_t;
 
 struct es_mech {
@@ -232,6 +235,7 @@ typedef struct {
     es_mech_t *const *mechs;       /* 1..8 states (&state.base), config order */
     uint8_t n_mechs, relation, sealed, has_key;
     uint8_t id_len;
+    int8_t err;                    /* sticky: a continual mechanism's step failed; no release */
     const uint8_t *device_id;      /* 1..64 bytes of A-Z a-z 0-9 . _ - : (es_device_id_ok) */
     uint32_t epoch, seq;
     uint64_t eps_num, eps_den;
@@ -254,13 +258,27 @@ int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
                   uint32_t epoch, uint32_t seq, const uint8_t *key, size_t key_len,
                   es_drbg_t *rng);
+/* The frame's length; for a continual mechanism (phdstream) valid once the
+ * window is sealed (es_agent_seal runs its step). */
 size_t es_agent_frame_size(const es_agent_t *a);
+/* Seal the state (no update is taken until a continual agent's
+ * es_agent_next_window) and, at a continual mechanism's first seal of a
+ * window, run its step. ES_OK, or the status es_agent_release would return. */
+int es_agent_seal(es_agent_t *a);
 /* Seal and stream the frame to sink; returns its length or a negative status
  * (ES_E_NOISE, and nothing written, unless every state was noised; ES_E_FULL,
  * and nothing written, when a state refused a reading for ES_E_FULL). */
 long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx);
 /* Seal and write the frame into out[0..cap); returns its length or a status. */
 long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap);
+/* Continual release (a phdstream config: one mechanism with a step): the
+ * window's first seal or release runs the step, later ones repeat its frame. This
+ * unseals the released window for the next one: seq + 1, the given epoch.
+ * ES_E_CONFIG unless every mechanism is continual and epoch is above the
+ * current one (agent/device.py next_window); ES_E_SEALED unless the
+ * current window was released (a window's events would otherwise move to the
+ * next); ES_E_RANGE when seq would pass 2**32 - 1. */
+int es_agent_next_window(es_agent_t *a, uint32_t epoch);
 
 #ifdef __cplusplus
 }
@@ -271,4 +289,5 @@ long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap);
 #include "es_privhp.h"
 #include "es_cdf.h"
 #include "es_profile.h"
+#include "es_phdstream.h"
 #endif

@@ -9,7 +9,8 @@ from cffi import FFI
 
 SOURCES = ["agent/c/es_sha256.c", "agent/c/es_drbg.c", "agent/c/es_dlap.c", "agent/c/es_hashing.c",
            "agent/c/es_msgpack.c", "agent/c/es_privhp.c", "agent/c/es_privhp_i32.c", "agent/c/es_privhp_f64.c",
-           "agent/c/es_cdf.c", "agent/c/es_cdf_f64.c", "agent/c/es_profile.c", "agent/c/es_agent.c"]
+           "agent/c/es_cdf.c", "agent/c/es_cdf_f64.c", "agent/c/es_profile.c", "agent/c/es_phdstream.c",
+           "agent/c/es_agent.c"]
 
 CDEF = """
 typedef struct { ...; } es_sha256_t;
@@ -35,7 +36,13 @@ typedef struct {
     const char *const *names; ...;
 } es_profile_cfg_t;
 typedef struct { es_mech_t base; int32_t *ctr; uint16_t keys[8]; ...; } es_profile_t;
-typedef struct { uint8_t sealed; ...; } es_agent_t;
+typedef struct {
+    uint8_t d, depth, counter; uint32_t block, horizon, max_nodes, batch_max, snap;
+    uint64_t eps_num, eps_den; const int32_t *lo, *hi; const char *const *names; ...;
+} es_phdstream_cfg_t;
+typedef struct { es_mech_t base; uint32_t delta, used, nb, nv, nl, t, refused_splits, refused_events;
+                 int32_t *cn, *cd, *kid; ...; } es_phdstream_t;
+typedef struct { uint8_t sealed; uint32_t epoch, seq; ...; } es_agent_t;
 
 void es_sha256_init(es_sha256_t *c);
 void es_sha256_update(es_sha256_t *c, const uint8_t *p, size_t n);
@@ -63,6 +70,10 @@ int es_cdf_update_f64(es_cdf_t *m, const double *x, size_t n);
 size_t es_profile_mem_size(const es_profile_cfg_t *cfg);
 int es_profile_init(es_profile_t *m, const es_profile_cfg_t *cfg, uint8_t factor, void *mem, size_t size);
 int es_profile_update_i32(es_profile_t *m, const int32_t *id, size_t n);
+size_t es_phdstream_mem_size(const es_phdstream_cfg_t *cfg);
+int es_phdstream_init(es_phdstream_t *m, const es_phdstream_cfg_t *cfg, uint8_t factor, void *mem, size_t size);
+int es_phdstream_update_i32(es_phdstream_t *m, const int32_t *x, size_t n);
+int es_phdstream_step(es_phdstream_t *m);
 
 int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,
@@ -70,6 +81,8 @@ int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8
                   es_drbg_t *rng);
 size_t es_agent_frame_size(const es_agent_t *a);
 long es_agent_release_buf(es_agent_t *a, uint8_t *out, size_t cap);
+int es_agent_seal(es_agent_t *a);
+int es_agent_next_window(es_agent_t *a, uint32_t epoch);
 """
 
 ffibuilder = FFI()
