@@ -19,6 +19,7 @@ from edgesynth import agent
 from edgesynth.agent import device, wire
 from edgesynth.agent.cdf import build as cdf_build
 from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.phdstream import PHDStream
 from edgesynth.agent.privhp import build as privhp_build
 from edgesynth.agent.profile import build as profile_build
 from edgesynth.agent.spec import check_budget, spec_kind
@@ -48,9 +49,19 @@ class _Fields:
     update = None  # agent.device.routes binds it; the C core updates instead
 
 
+class _PHDFields(PHDStream):
+    """A PHDStream's public fields, checked by its own constructor, without
+    its arrays (the C core lays those out in its own memory)."""
+
+    def _alloc(self, n):
+        pass
+
+
 def _parse(spec, i, factor):
     m = _Fields()
     m.kind = spec_kind(spec, i, MECHANISMS)
+    if m.kind == "phdstream":
+        return _PHDFields(spec, factor)
     if m.kind == "privhp":
         privhp_build.parse(m, spec)
     elif m.kind == "cdf":
@@ -79,10 +90,14 @@ def validate(cfg):
     if not isinstance(specs, list) or not 1 <= len(specs) <= wire.MAX_MECHANISMS:
         raise ConfigError("config needs a list of 1..%d mechanisms" % wire.MAX_MECHANISMS)
     mechs = [_parse(spec, i, factor) for i, spec in enumerate(specs)]
+    if len(mechs) > 1 and any(m.kind == "phdstream" for m in mechs):  # agent/device.py's rule
+        raise ConfigError("a phdstream mechanism runs alone: its config holds no other mechanism")
     for m in mechs:
         for v in (m.lo + m.hi if m.kind != "profile" else []):
             if is_int(v) and abs(v) >= EXACT_F64:
                 raise ConfigError("the native core needs integer bounds below 2**53 in magnitude, got %d" % v)
+            if m.kind == "phdstream" and not INT32_SAFE[0] <= v <= INT32_SAFE[1]:
+                raise ConfigError("the native core needs phdstream bounds within int32, got %d" % v)
     check_budget(eps, [device.mechanism_class(m.kind).budget(m) for m in mechs])
     inputs, routes = device.routes(cfg, mechs)
     cols = [list(c) if c is not None else list(range(len(m.names))) for m, (_, c, _) in zip(mechs, routes)]
@@ -138,7 +153,22 @@ def _profile(m):
     return True, 4 * m.n, fields
 
 
-PARAMS = {"privhp": _privhp, "cdf": _cdf, "profile": _profile}
+def _phdstream(m):
+    n, batch = m.max_nodes, m.batch_max
+    per_node = 3 + {"simple": 0, "block": 4, "tree": 1 + 2 * getattr(m, "levels", 0)}[m.counter]
+    fields = [("d", "uint8_t", m.d), ("depth", "uint8_t", m.depth),
+              ("counter", "uint8_t", ("simple", "block", "tree").index(m.counter)),
+              ("block", "uint32_t", m.block), ("horizon", "uint32_t", m.horizon),
+              ("max_nodes", "uint32_t", n), ("batch_max", "uint32_t", batch), ("snap", "uint32_t", m.snap_every),
+              ("eps_num", "uint64_t", m.eps_num), ("eps_den", "uint64_t", m.eps_den),
+              ("lo", "int32_t[]", list(m.lo)), ("hi", "int32_t[]", list(m.hi)),
+              ("names", "names", [s.encode() for s in m.names])]
+    # es_phdstream_mem_size: int32 pool, counters, queue (6), leaf increments and
+    # batch codes; then batch signs and two bitmaps, padded to 4 bytes
+    return True, 4 * (n * (per_node + 7) + batch) + ((batch + 2 * ((n + 7) >> 3) + 3) & ~3), fields
+
+
+PARAMS = {"privhp": _privhp, "cdf": _cdf, "profile": _profile, "phdstream": _phdstream}
 
 
 def core_params(cfg):
@@ -147,19 +177,22 @@ def core_params(cfg):
     (host_tools/targets/firmware.py) alike.
 
     Returns {"factor", "eps", "inputs" (a reading's column names), "mechs": [{"kind",
-    "cols" (reading columns it reads, in its channel order), "d", "int_path"
-    (integer readings take its int32 update), "mem_bytes" (es_<kind>_mem_size),
-    "fields": [(C field, C type, value), ...] in the C struct's order, "bounds":
-    (lo, hi) as the config gives them}]}.
+    "cols" (reading columns it reads, in its channel order; for phdstream the
+    channels then the op), "d" (values per reading it takes), "int_path"
+    (integer readings take its int32 update; phdstream takes integers only),
+    "mem_bytes" (es_<kind>_mem_size), "fields": [(C field, C type, value), ...]
+    in the C struct's order, "bounds": (lo, hi) as the float paths need them,
+    empty for profile and phdstream}], "continual" (a phdstream config)}.
     """
     mechs, factor, eps, inputs, cols = validate(cfg)
     out = []
     for m, c in zip(mechs, cols):
         int_path, mem, fields = PARAMS[m.kind](m)
         out.append({"kind": m.kind, "cols": c, "d": len(c), "int_path": int_path, "mem_bytes": mem,
-                    "fields": fields, "bounds": (list(m.lo), list(m.hi)) if m.kind != "profile" else ([], [])})
+                    "fields": fields, "bounds": (list(m.lo), list(m.hi)) if m.kind not in ("profile", "phdstream")
+                    else ([], [])})
     return {"factor": factor, "eps": eps, "inputs": inputs, "mechs": out,
-            "mem_bytes": sum(p["mem_bytes"] for p in out)}
+            "mem_bytes": sum(p["mem_bytes"] for p in out), "continual": mechs[0].kind == "phdstream"}
 
 
 def core_readings(data, int_path):

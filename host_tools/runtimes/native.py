@@ -6,13 +6,15 @@
     frame = a.release()             # bytes, identical to agent.Agent's
 
 Every mechanism kind runs in C (privhp, cdf, profile), one or several per
-device. The config is parsed and validated by the Python agent's own code,
-then its numbers are handed to C (host_tools/ccore.py, shared with the qemu
-runtime and the firmware build); the noise, hashes, update and frame are the
-C core's. Per mechanism, integer
-readings on integer bounds take the integer path (es_privhp_i32.c, es_cdf.c);
-anything else takes the float path (es_privhp_f64.c, es_cdf_f64.c), which
-repeats the Python agent's float operations exactly. Profile ids are int32.
+device, and the continual phdstream alone: one agent over many windows,
+``release()`` then ``next_window()`` per window (``run_native_stream``).
+The config is parsed and validated by the Python agent's own code, then its
+numbers are handed to C (host_tools/ccore.py, shared with the qemu runtime and
+the firmware build); the noise, hashes, update and frame are the C core's. Per
+mechanism, integer readings on integer bounds take the integer path
+(es_privhp_i32.c, es_cdf.c); anything else takes the float path
+(es_privhp_f64.c, es_cdf_f64.c), which repeats the Python agent's float
+operations exactly. Profile ids are int32; phdstream events are integers.
 
 Where the extension was not built (no C compiler at install), ``NativeAgent``
 is the Python agent plus the vectorised ingestion of host_tools/runtimes/vectorized.py,
@@ -24,7 +26,7 @@ import warnings
 import numpy as np
 
 from edgesynth import agent
-from edgesynth.agent.errors import SEALED, ConfigError, SealedError
+from edgesynth.agent.errors import SEALED, ConfigError, ReadingError, SealedError
 from edgesynth.agent.wire import device_id_bytes
 from edgesynth.ccore import EXACT_F64, INT32_MAX, INT32_MIN, core_params, core_readings, is_int
 from edgesynth.errors import InputError
@@ -109,9 +111,32 @@ class _Mech:
         self._i32 = getattr(lib, "es_%s_update_i32" % self.kind)
         self._f64 = getattr(lib, "es_%s_update_f64" % self.kind, None)
 
+    def _events(self, values):
+        """A phdstream event's values (channels, op) as int32: ReadingError,
+        with agent/phdstream's message, unless they are integers and the op is
+        exactly 1 or -1."""
+        for i, v in enumerate(values[:-1]):
+            if not is_int(v):
+                raise ReadingError("phdstream channel %d must be an integer, got %r" % (i, v))
+        op = values[-1]
+        if not is_int(op) or op not in (1, -1):
+            raise ReadingError("phdstream op must be 1 (insert) or -1 (delete), got %r" % (op,))
+        return self._i32, ffi.new("int32_t[]", [min(max(int(v), INT32_MIN), INT32_MAX) for v in values])
+
+    def _event_rows(self, data):
+        kind, x = core_readings(data, True)
+        if kind != "i32":
+            raise ReadingError("phdstream channels and op must be integers")
+        bad = np.nonzero((x[:, -1] != 1) & (x[:, -1] != -1))[0]
+        if bad.size:
+            raise ReadingError("phdstream op must be 1 (insert) or -1 (delete), got %r" % (data[bad[0], -1],))
+        return self._i32, ffi.from_buffer("int32_t[]", x), len(x)
+
     def reading(self, values):
         """(update function, C buffer) for one reading's values (its channel
         order); ValueError before anything is counted if it cannot take them."""
+        if self.kind == "phdstream":
+            return self._events(values)
         if self.kind == "profile" or (self.int_path and all(is_int(v) for v in values)):
             if not is_int(values[0]):
                 raise ValueError("profile ids must be integers, got %r" % (values[0],))
@@ -121,6 +146,8 @@ class _Mech:
     def rows(self, data):
         """(update function, C buffer, n) for every row of ``data`` (n, d);
         ValueError before anything is counted if it cannot take them."""
+        if self.kind == "phdstream":
+            return self._event_rows(data)
         kind, x = core_readings(data, self.int_path)
         if kind == "i32":
             return self._i32, ffi.from_buffer("int32_t[]", x), len(x)
@@ -173,6 +200,7 @@ class NativeAgent:
         _check(lib.es_agent_init(a, bases, len(self.mechs), p["factor"], eps[0], eps[1], self._id, len(dev),
                                  epoch, seq, key_b if key_b is not None else ffi.NULL,
                                  0 if key_b is None else len(key_b), rng), "noise")
+        self.continual = p["continual"]
 
     @property
     def sealed(self):
@@ -200,12 +228,32 @@ class NativeAgent:
             m.count(*call)
 
     def release(self):
-        """Seal the state and return the frame bytes (repeatable, identical)."""
+        """Seal the state and return the frame bytes (repeatable, identical).
+        A continual (phdstream) state runs its window's step at the first."""
+        _check(lib.es_agent_seal(self._agent), "release")
         size = lib.es_agent_frame_size(self._agent)
         out = ffi.new("uint8_t[]", size)
         n = lib.es_agent_release_buf(self._agent, out, size)
         _check(0 if n == size else (n if n < 0 else ES_E_MEMORY), "release")
         return bytes(ffi.buffer(out, n))
+
+    def next_window(self, epoch=None):
+        """agent.Agent.next_window: the next window of a continual
+        (phdstream) state after its release (seq + 1, ``epoch`` by default the
+        current one + 1); ConfigError as the Python agent raises it."""
+        a = self._agent
+        if not self.continual:
+            raise ConfigError("next_window serves a phdstream config; another mechanism's next window is a "
+                              "new Agent with fresh noise")
+        if not a.sealed:
+            raise ConfigError("release this window before the next one: each window is one step")
+        if epoch is None:
+            epoch = a.epoch + 1
+        if not is_int(epoch) or not a.epoch < epoch < 1 << 32:
+            raise ConfigError("the next window's epoch must be an integer in (%d, 2**32), got %r" % (a.epoch, epoch))
+        if a.seq + 1 >= 1 << 32:
+            raise ConfigError("seq must stay below 2**32")
+        _check(lib.es_agent_next_window(a, epoch), "next window")
 
 
 class FallbackAgent:
@@ -227,6 +275,9 @@ class FallbackAgent:
     def release(self):
         return bytes(self._a.release())
 
+    def next_window(self, epoch=None):
+        self._a.next_window(epoch)
+
 
 def run_native(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=None, progress=None,
                block=1 << 16):
@@ -243,3 +294,28 @@ def run_native(cfg, data, seed=None, device_id="device", epoch=0, seq=0, key=Non
         if progress:
             progress(min(block, len(data) - start))
     return a.release()
+
+
+def run_native_stream(cfg, windows, seed=None, device_id="device", key=None, progress=None):
+    """Frames [(epoch, bytes), ...] of ONE continual (phdstream) C agent over
+    ``windows`` [(epoch, seq, rows (k, inputs))]: each window's rows in one
+    batch call, its release (the window's step), then next_window; the same
+    bytes as runtimes.cpython.run_cpython_stream."""
+    frames = []
+    a = None
+    try:
+        for e, q, rows in windows:
+            if a is None:
+                a = NativeAgent(cfg, seed=seed, device_id=device_id, epoch=e, seq=q, key=key)
+            else:
+                a.next_window(e)
+            if len(rows):
+                a.update_rows(rows)
+            frames.append((e, a.release()))
+            if progress:
+                progress(len(rows))
+    except ConfigError as e:
+        raise InputError("invalid device config: %s" % e)
+    except ValueError as e:
+        raise InputError(str(e))
+    return frames
