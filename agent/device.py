@@ -9,6 +9,14 @@ After ``release()`` the state is sealed: an update would let two releases
 differ by exactly the new readings (privacy rule 5). Releasing again returns
 the same bytes, which is free. The frame layout is docs/wire-format.md.
 
+A continual mechanism (PHDStream) is one state over an unbounded stream, one
+step per window. Its config holds that mechanism alone; ``release()`` runs
+the window's step once and seals, and ``next_window()`` opens the next
+window of the same state (seq + 1, the next epoch) instead of a new Agent:
+
+    frame = a.release()       # step, seal, encode
+    a.next_window()           # epoch + 1 (or the epoch given), seq + 1
+
 The agent works in three phases (construct, update, release) and on
 MicroPython keeps only the current phase's code on the heap
 (firmware_shims/memory.py), so a small device holds counters plus one phase.
@@ -25,6 +33,11 @@ from .wire import FORMAT, MAGIC, MAX_MECHANISMS, MECHANISMS, PAYLOAD_KEYS, RELAT
 # eight, and MicroPython never frees an interned name (qstr).
 CONSTRUCTION = ("agent.privhp.build", "agent.cdf.build", "agent.profile.build", "agent.spec", "agent.dlap",
                 "firmware_shims.drbg", "firmware_shims.entropy", "firmware_shims.hmac256")
+# A continual mechanism draws noise at every step: its noise code (agent.spec,
+# agent.dlap) and DRBG stay loaded, the rest of the construction code goes.
+CONSTRUCTION_CONTINUAL = ("agent.privhp.build", "agent.cdf.build", "agent.profile.build",
+                          "firmware_shims.entropy", "firmware_shims.hmac256")
+CONTINUAL = "phdstream"  # the kind that runs continually (one step per window)
 
 
 def ratio(v, what):
@@ -72,10 +85,13 @@ class Agent:
         self.epoch = epoch
         self.seq = seq
         self._key = None if key is None else bytes(key)
+        self.continual = _continual(specs)
+        if self.continual and restore is not None:
+            raise ConfigError("a phdstream state is not persisted: it cannot be restored")
         try:
             self.mechs = _build(specs, seed, RELATIONS[relation], self.eps, restore)
         finally:
-            shim("memory").unload(CONSTRUCTION)
+            shim("memory").unload(CONSTRUCTION_CONTINUAL if self.continual else CONSTRUCTION)
         # release-phase code and buffers, loaded now that construction code is
         # gone: the peak heap is counters plus the larger of the two phases
         from .msgpack_out import Encoder, key
@@ -158,6 +174,8 @@ class Agent:
         this. Without a sink the frame is returned as one exactly-sized
         ``bytearray``. Repeated calls give identical bytes.
         """
+        if self.continual and not self.sealed:
+            self.mechs[0].step()  # the window's one step: its batch becomes this release
         self.sealed = True
         self.update = self._sealed
         for m in self.mechs:
@@ -198,6 +216,35 @@ class Agent:
     def _sealed(self, x):
         raise SealedError(SEALED)
 
+    def next_window(self, epoch=None):
+        """Open the next window of a continual (phdstream) state after its
+        release: updates are taken again, ``seq`` counts up by one and the
+        epoch becomes ``epoch`` (above the current one, below 2**32), by
+        default the current one + 1. The state, its node pool and its noise
+        source carry over: a window is a step, not a fresh agent.
+
+        ConfigError for a config of other mechanisms (their next window is a
+        new Agent with fresh noise) or before this window's release (its
+        events would otherwise join the next window's step)."""
+        if not self.continual:
+            raise ConfigError("next_window serves a phdstream config; another mechanism's next window is a "
+                              "new Agent with fresh noise")
+        if not self.sealed:
+            raise ConfigError("release this window before the next one: each window is one step")
+        if epoch is None:
+            epoch = self.epoch + 1
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or not self.epoch < epoch < 1 << 32:
+            raise ConfigError("the next window's epoch must be an integer in (%d, 2**32), got %r"
+                              % (self.epoch, epoch))
+        if self.seq + 1 >= 1 << 32:
+            raise ConfigError("seq must stay below 2**32")
+        self.epoch = epoch
+        self.seq += 1
+        m = self.mechs[0]
+        m.sealed = False
+        self.sealed = False
+        self.update = m.update if self.routes[0][1] is None else self._update_all
+
     def counter_bytes(self):
         """Bytes of counters and hash tables held by every mechanism."""
         total = 0
@@ -228,9 +275,24 @@ def _build(specs, seed, factor, eps, restore=None):
     return mechs
 
 
+def _continual(specs):
+    """Whether ``specs`` is a continual config: a phdstream mechanism, which
+    must then be the config's only one (its frames are one stream of steps)."""
+    for i in range(len(specs)):
+        if isinstance(specs[i], dict) and specs[i].get("kind") == CONTINUAL:
+            if len(specs) != 1:
+                raise ConfigError("a phdstream mechanism runs alone: its config holds no other mechanism")
+            return True
+    return False
+
+
 def mechanism_class(kind):
-    """The state class of ``kind``; CDF and profile code is imported only by
-    configs that use it, so a PrivHP-only device keeps its heap."""
+    """The state class of ``kind``; CDF, profile and PHDStream code is
+    imported only by configs that use it, so a PrivHP-only device keeps its
+    heap."""
+    if kind == CONTINUAL:
+        from .phdstream import PHDStream
+        return PHDStream
     if kind == "cdf":
         from .cdf import CDF
         return CDF

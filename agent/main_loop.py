@@ -3,7 +3,10 @@
 Releases follow the clock, never a count of readings: the release time is an
 output too (docs/privacy.md section 12). Each period is one epoch with a fresh state
 and fresh noise; disjoint epochs compose in parallel, so every reading keeps
-the config's epsilon (docs/privacy.md).
+the config's epsilon (docs/privacy.md). A phdstream config is one continual
+state instead: each period is one step of it (Agent.next_window), and each
+event keeps the config's epsilon over the whole stream
+(docs/mechanisms/phdstream.md).
 
 The optional "device" block of device.json drives it:
 
@@ -139,8 +142,12 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
         epoch = dev.get("first_epoch", 0)
         released = 0
         reading = sensor.read()
+        a = None
         while reading is not None and (max_epochs is None or released < max_epochs):
-            a = Agent(cfg, device_id=device_id, epoch=epoch, key=key)
+            if a is None:
+                a = Agent(cfg, device_id=device_id, epoch=epoch, key=key)
+            else:  # a continual (phdstream) state: the same pool, the next step
+                a.next_window(epoch)
             start = clock.now()
             while reading is not None and clock.elapsed(start) < release_ms:
                 a.update(reading)
@@ -149,7 +156,8 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
                 clock.wait(sample_ms)
                 reading = sensor.read()
             _release(a, sink, pub)
-            a = None
+            if not a.continual:
+                a = None  # the next window is a fresh agent with fresh noise
             released += 1
             epoch += 1
         return released

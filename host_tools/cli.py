@@ -39,7 +39,7 @@ from edgesynth.pipeline import DEFAULT_N_MAX, HOST_RAM, fit, runtime
 from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES, TRANSPORTS
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import RUNTIMES
-from edgesynth.simulation import MAX_U32
+from edgesynth.simulation import MAX_U32, parse_op
 from edgesynth.stdio import STDOUT, check_binary_stdout, is_stdio, label, read_once, refuse
 from edgesynth.synthesis import MAX_SAMPLE, SAMPLE_BLOCK
 from edgesynth.targets import bundle as mpy_bundle
@@ -393,6 +393,9 @@ def combine(configs, output):
                                             "releases a frame, empty or not.")
 @click.option("--end", default=None, help="Public end of the schedule (exclusive). A reading outside "
                                           "[--start, --end) is refused.")
+@click.option("--op-column", default=None,
+              help="phdstream: column of each event's op, +1/-1 or insert/delete (any case); without it every "
+                   "reading is an insertion. One agent runs every window, one step each.")
 @click.option("--key", "key_hex", default=None, help="Hex HMAC key: tag the frame with HMAC-SHA256.")
 @click.option("--keyring", default=None, type=click.Path(dir_okay=False),
               help="Keyring from `keys new`: tag frames with the key of --device-id.")
@@ -406,7 +409,7 @@ def combine(configs, output):
               help="Frame file to write; '-' for stdout, not a terminal (the summary then goes to stderr).")
 @_reading_options
 def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_id, epoch, seq, time_column, window,
-             start, end, key_hex, keyring, publish_url, output, missing, delimiter):
+             start, end, op_column, key_hex, keyring, publish_url, output, missing, delimiter):
     """Run the device agent over a CSV on this machine and write its release frame(s).
 
     Without --window every row goes into one release. With --time-column,
@@ -415,6 +418,9 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     back to back, so one reading changes one frame only (edgesynth docs trust, §3).
     Without --seed every window draws fresh entropy; with it, window e is
     seeded from (seed, e) and the frames are reproducible and NOT private.
+    A phdstream config is one continual agent instead: one step and one frame
+    per window (--op-column: each event's insert or delete), seeded with
+    --seed itself.
     """
     timed = (time_column, window, start, end)
     if any(v is not None for v in timed) and not all(v is not None for v in timed):
@@ -428,27 +434,32 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     cols = list(mapping)
     if time_column in cols:
         raise InputError("--time-column %r is also in --columns" % time_column)
+    if op_column is not None and op_column in cols + [time_column]:
+        raise InputError("--op-column %r is also in --columns or --time-column" % op_column)
+    extra = [op_column] if op_column is not None else []  # read after the channels, parsed to +1/-1
+    parse = {op_column: parse_op} if extra else {}
     if window is not None:
         if epoch:
             raise InputError("--epoch is the window index with --window; leave it out")
         schedule = es.window_schedule(window, start, end)
-        parse = {time_column: lambda cell: schedule.check(es.parse_time(cell))}
+        parse[time_column] = lambda cell: schedule.check(es.parse_time(cell))
         # a device that saw nothing in the schedule still releases every window
-        table = read_table(input_path, cols + [time_column], missing=missing, delimiter=delimiter, parsers=parse,
-                           allow_empty=True)
-        data, times = table.data[:, :-1], table.data[:, -1]
+        table = read_table(input_path, cols + extra + [time_column], missing=missing, delimiter=delimiter,
+                           parsers=parse, allow_empty=True)
+        data, times = table.data[:, :len(cols)], table.data[:, -1]
     else:
         try:
-            table = read_table(input_path, cols, missing=missing, delimiter=delimiter)
+            table = read_table(input_path, cols + extra, missing=missing, delimiter=delimiter, parsers=parse)
         except ColumnNotFound as e:
             if columns is not None:
                 raise
             raise InputError("%s; without --columns the columns named like the config's channels are read: map "
                              "others onto them with --columns FILE=CHANNEL,... or by position" % e)
-        data = table.data
+        data = table.data[:, :len(cols)]
+    ops = table.data[:, len(cols)] if extra else None
     outside = es.outside_fraction(cfg, data, mapping)
     run = dict(runtime=runtime, columns=mapping, device_id=device_id, seq=seq, key=key_hex or None, keyring=keyring,
-               heap=heap, cpu=cpu)
+               heap=heap, cpu=cpu, op=ops)
     published = None
     with _Bar("agent (%s)" % runtime, total=len(data)) as bar:
         if conn and runtime == "micropython":  # the device publishes each frame itself, as it is released

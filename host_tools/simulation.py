@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from edgesynth.agent.errors import BudgetError, ConfigError, SealedError
+from edgesynth.agent.errors import BudgetError, ConfigError, ReadingError, SealedError
 from edgesynth.channels import channel_names, column_map
 from edgesynth.config import load_config
 from edgesynth.data.tables import column_names, complete_rows, numeric, pick
@@ -24,7 +24,7 @@ from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.publish import Published, Sent, publish
 from edgesynth.ram import parse_size
-from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction, publish_blocks
+from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction, continual, publish_blocks, simulate_stream
 from edgesynth.runtimes.simulate import simulate as run_one
 from edgesynth.runtimes.windows import Schedule, window_blocks
 from edgesynth.runtimes.windows import parse_time as _parse_time
@@ -66,6 +66,62 @@ def _readings(cfg, data, columns, missing="skip"):
     kept = complete_rows(x, names, "data", missing)
     at = {ch: i for i, (_, ch) in enumerate(pairs)}
     return x[kept][:, [at[ch] for ch in chans]], chans, kept
+
+
+# The op column's spellings (case-insensitive, stripped): an insertion or a deletion.
+OPS = {"+1": 1, "1": 1, "insert": 1, "-1": -1, "delete": -1}
+
+
+def parse_op(cell):
+    """+1 (insert) or -1 (delete) of one op cell: the number 1 or -1, or the
+    text "+1", "1", "-1", "insert" or "delete" (any case). ValueError naming
+    the accepted forms otherwise (the CSV reader adds the line)."""
+    if isinstance(cell, str):
+        v = OPS.get(cell.strip().lower())
+        if v is not None:
+            return v
+    elif not isinstance(cell, bool) and isinstance(cell, (int, float, np.integer, np.floating)) and cell in (1, -1):
+        return int(cell)
+    raise ValueError("op %r is not +1/-1 or insert/delete" % (cell,))
+
+
+def _op_name(cfg):
+    """The op column of a phdstream config's readings: its spec's "op" (default "op")."""
+    return cfg["mechanisms"][0].get("op", "op")
+
+
+def _with_ops(cfg, data, x, cols, kept, op, columns):
+    """A continual config's readings: ``x`` with the op column (+1/-1 per
+    kept row, from ``op``: None for all inserts, a column of ``data``, or one
+    value per row of ``data``) appended, and its column names. Other configs:
+    (x, cols) unchanged; ``op`` must then be None."""
+    if not continual(cfg):
+        if op is not None:
+            raise InputError("--op-column applies to a phdstream config (the op of each event); this config "
+                             "holds %s" % ", ".join(str(m.get("kind")) for m in cfg["mechanisms"]))
+        return x, cols
+    nonint = np.flatnonzero(np.any(x != np.floor(x), axis=1))
+    if nonint.size:
+        raise InputError("reading %d: phdstream channels are integer, got %s"
+                         % (np.flatnonzero(kept)[nonint[0]], ", ".join("%r" % v for v in x[nonint[0]])))
+    if op is None:
+        ops = np.ones(len(x))
+    else:
+        if isinstance(op, str):
+            if op in [c for c, _ in column_map(cfg, columns)]:
+                raise InputError("--op-column %r is also in --columns" % op)
+            op = pick(data, op, "data")
+        values = list(op)
+        if len(values) != kept.size:
+            raise InputError("op has %d values for %d readings" % (len(values), kept.size))
+        rows = np.flatnonzero(kept)
+        ops = np.empty(rows.size)
+        for j, i in enumerate(rows):
+            try:
+                ops[j] = parse_op(values[i])
+            except ValueError as e:
+                raise InputError("reading %d: %s" % (i, e))
+    return np.column_stack([x, ops]), list(cols) + [_op_name(cfg)]
 
 
 def _hex(text, what):
@@ -194,11 +250,13 @@ def _run(call):
         return call()
     except (ConfigError, SealedError, BudgetError) as e:
         raise InputError("invalid device config: %s" % e)
+    except ReadingError as e:
+        raise InputError("a reading the device refuses: %s" % e)
 
 
 def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id="device", epoch=0, seq=0,
              key=None, keyring=None, heap=DEFAULT_HEAP, cpu="cortex-m4", window=None, start=None, end=None,
-             times=None, missing="skip", progress=None):
+             times=None, op=None, missing="skip", progress=None):
     """The frame bytes a device of ``cfg`` releases after reading ``data``.
 
     cfg: a config dict (es.plan) or the path of a config file.
@@ -227,6 +285,8 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
     window, start, end, times: release on a public clock instead, one frame
         per window (see simulate_windows); the result is the frames back to
         back and ``epoch`` must stay 0.
+    op: a phdstream config's event signs (see simulate_windows); without a
+        window its whole stream is one window: one step, one frame.
     missing: a row with a missing value (NaN, None, pandas.NA) in a column
         fed is skipped ("skip"; es.read(data) counts them) or an InputError
         ("error"). Skipping depends on that row only: event-level safe.
@@ -240,19 +300,22 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
             raise InputError("--epoch is the window index with --window; leave it out")
         frames = simulate_windows(cfg, data, times, window, start, end, seed, runtime=runtime, columns=columns,
                                   device_id=device_id, seq=seq, key=key, keyring=keyring, heap=heap, cpu=cpu,
-                                  missing=missing, progress=progress)
+                                  op=op, missing=missing, progress=progress)
         return b"".join(f for _, f in frames)
     cfg = _config(cfg)
-    x, cols, _ = _readings(cfg, data, columns, missing)
-    run = dict(runtime=runtime, seed=seed_bytes(seed), device_id=device_id, epoch=_u32(epoch, "--epoch"),
-               seq=_u32(seq, "--seq"), key=device_key(key, keyring, device_id), heap=parse_size(heap, "--heap"),
-               cpu=cpu, progress=progress)
-    return bytes(_run(lambda: run_one(cfg, x, cols, **run)))  # the agent releases a bytearray
+    x, cols, kept = _readings(cfg, data, columns, missing)
+    x, cols = _with_ops(cfg, data, x, cols, kept, op, columns)
+    run = dict(runtime=runtime, seed=seed_bytes(seed), device_id=device_id, key=device_key(key, keyring, device_id),
+               heap=parse_size(heap, "--heap"), cpu=cpu, progress=progress)
+    epoch, seq = _u32(epoch, "--epoch"), _u32(seq, "--seq")
+    if continual(cfg):  # the whole stream is one window: one step, one frame
+        return bytes(_run(lambda: simulate_stream(cfg, [(epoch, seq, x)], cols, **run))[0][1])
+    return bytes(_run(lambda: run_one(cfg, x, cols, epoch=epoch, seq=seq, **run)))  # the agent releases a bytearray
 
 
 def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime="cpython", columns=None,
                      device_id="device", seq=0, key=None, keyring=None, heap=DEFAULT_HEAP, cpu="cortex-m4",
-                     missing="skip", progress=None):
+                     op=None, missing="skip", progress=None):
     """Frames ``[(epoch, bytes), ...]`` of a device that releases one frame
     per public time window, in time order (docs/trust.md §3).
 
@@ -270,9 +333,16 @@ def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime
     seed: as in simulate; window e is then seeded from (seed, e), so frames
         are reproducible and NOT private.
     seq: sequence number of the first window's frame; it counts up.
+    op: a phdstream config only: each event's sign, +1 (insert) or -1
+        (delete): the name of a column of ``data`` or one value per row,
+        each the number 1 or -1 or the text "+1", "-1", "insert" or
+        "delete" (any case); anything else is an InputError naming the row.
+        None: every reading is an insertion. A phdstream config runs as ONE
+        agent over the whole schedule, one step and one frame per window,
+        seeded with ``seed`` itself (docs/mechanisms/phdstream.md).
     Other arguments as in simulate.
     """
-    cfg, schedule, x, t, cols = _timed(cfg, data, times, window, start, end, columns, missing)
+    cfg, schedule, x, t, cols = _timed(cfg, data, times, window, start, end, columns, missing, op)
     run = dict(runtime=runtime, device_id=device_id, key=device_key(key, keyring, device_id),
                heap=parse_size(heap, "--heap"), cpu=cpu)
     frames = _run(lambda: run_windows(cfg, x, t, cols, schedule, seed=seed_bytes(seed),
@@ -280,13 +350,17 @@ def simulate_windows(cfg, data, times, window, start, end, seed=None, *, runtime
     return [(e, bytes(f)) for e, f in frames]
 
 
-def _timed(cfg, data, times, window, start, end, columns, missing):
-    """(cfg, schedule, readings, their times, channels) of a windowed simulation, checked."""
+def _timed(cfg, data, times, window, start, end, columns, missing, op=None):
+    """(cfg, schedule, readings (with a phdstream config's op column), their
+    times, channels) of a windowed simulation, checked."""
     if window is None or start is None or end is None or times is None:
         raise InputError("--window, --start, --end and the readings' times go together")
     cfg = _config(cfg)
     schedule = window_schedule(window, start, end)
     x, cols, kept = _readings(cfg, data, columns, missing)
+    if isinstance(times, str) and times == op:
+        raise InputError("--time-column and --op-column name the same column %r" % op)
+    x, cols = _with_ops(cfg, data, x, cols, kept, op, columns)
     if isinstance(times, str):
         if times in [c for c, _ in column_map(cfg, columns)]:
             raise InputError("--time-column %r is also in --columns" % times)
@@ -304,7 +378,8 @@ def _timed(cfg, data, times, window, start, end, columns, missing):
 def simulate_publish(cfg, data, broker, seed=None, *, timeout=30.0, on_receipt=None, name="simulate",
                      runtime="cpython",
                      columns=None, device_id="device", epoch=0, seq=0, key=None, keyring=None, heap=DEFAULT_HEAP,
-                     cpu="cortex-m4", window=None, start=None, end=None, times=None, missing="skip", progress=None):
+                     cpu="cortex-m4", window=None, start=None, end=None, times=None, op=None, missing="skip",
+                     progress=None):
     """Simulate as es.simulate does and publish the frames to an MQTT
     broker, waiting up to ``timeout`` seconds for the gateway's receipts
     (docs/transport.md).
@@ -322,7 +397,8 @@ def simulate_publish(cfg, data, broker, seed=None, *, timeout=30.0, on_receipt=N
     name: the frames' labels are "NAME frame I" (micropython runtime; the
         host's publisher labels them "<frames 0> frame I").
     Other arguments as es.simulate (``window``, ``start``, ``end``,
-    ``times``: one frame per window).
+    ``times``: one frame per window; ``op``: a phdstream config's event
+    signs, host runtimes only).
 
     Returns an es.publish Published: ``frames`` (Sent, in window order; their
     ``raw`` bytes are the frames, as es.simulate gives them for the same
@@ -330,7 +406,10 @@ def simulate_publish(cfg, data, broker, seed=None, *, timeout=30.0, on_receipt=N
     """
     conn = as_connection(broker)
     opts = dict(runtime=runtime, columns=columns, device_id=device_id, seq=seq, key=key, keyring=keyring, heap=heap,
-                cpu=cpu, missing=missing, progress=progress)
+                cpu=cpu, op=op, missing=missing, progress=progress)
+    if runtime == "micropython" and continual(_config(cfg)):
+        raise InputError("a phdstream device does not publish through its own MQTT code yet; publish from the "
+                         "host (another --runtime)")
     if runtime != "micropython":
         if window is None and start is None and end is None and times is None:
             frames = [simulate(cfg, data, seed, epoch=epoch, **opts)]

@@ -81,19 +81,33 @@ def _bytes(seed):
     return seed.encode() if isinstance(seed, str) else bytes(seed)
 
 
-def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, words=True, seq=0):
-    """One interpreter run; returns (status, frame bytes or None, last output line)."""
+def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, words=True, seq=0, windows=None):
+    """One interpreter run; returns (status, frame bytes or None, last output
+    line). ``windows`` [(epoch, seq, rows), ...]: a continual (phdstream)
+    stream instead of ``rows``, one agent over every window; the frame bytes
+    are then a list, one frame per window."""
     exe = find_micropython()
     bundle = device_bundle()
-    int_channels = _int_channels(cfg, rows)
     with tempfile.TemporaryDirectory(prefix="edgesynth-mp-") as tmp:
-        cfg_path, rd_path, out_path = (os.path.join(tmp, n) for n in ("cfg.json", "readings.bin", "frame"))
+        cfg_path, rd_path, out_path, win_path = (os.path.join(tmp, n)
+                                                 for n in ("cfg.json", "readings.bin", "frame", "windows.json"))
         with open(cfg_path, "w") as fh:
             json.dump(for_device(cfg), fh, separators=(",", ":"))
-        write_readings(rd_path, rows, int_channels)
+        if windows is None:
+            write_readings(rd_path, rows, _int_channels(cfg, rows))
+        else:
+            int_channels = _int_channels(cfg, next((r for _, _, r in windows if r), []))
+            with open(rd_path, "wb") as fh:
+                for _, _, block in windows:
+                    _write_block(fh, block, int_channels)
+            with open(win_path, "w") as fh:
+                json.dump([[e, q, len(block)] for e, q, block in windows], fh)
+            epoch, seq = windows[0][0], windows[0][1]
         env = dict(os.environ, MICROPYPATH=bundle + ":.frozen")
         cmd = [exe, "-X", "heapsize=" + heap_flag(heap, words), "-c", "import mp_driver", cfg_path, rd_path, out_path,
                "-" if seed is None else _bytes(seed).hex(), device_id, str(epoch), key.hex() if key else "-", str(seq)]
+        if windows is not None:
+            cmd.append(win_path)
         try:  # cwd: `micropython -c` searches '' first, and an agent/ there would load from source
             proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -105,10 +119,20 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, word
             msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
             raise InputError("micropython runtime failed: %s" % (msg[-1] if msg else "exit %d" % proc.returncode))
         with open(out_path, "rb") as fh:
-            return "ok", fh.read(), last
+            data = fh.read()
+        if windows is None:
+            return "ok", data, last
+        sizes = [int(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith("FRAME ")]
+        if len(sizes) != len(windows) or sum(sizes) != len(data):
+            raise InputError("the micropython device wrote %d frame(s) of %d bytes for %d windows"
+                             % (len(sizes), len(data), len(windows)))
+        cuts = [0]
+        for n in sizes:
+            cuts.append(cuts[-1] + n)
+        return "ok", [data[a:b] for a, b in zip(cuts, cuts[1:])], last
 
 
-def min_heap(cfg, rows, seed=b"min-heap-probe00", step=256, top=64 << 20, words=True):
+def min_heap(cfg, rows, seed=b"min-heap-probe00", step=256, top=64 << 20, words=True, windows=None):
     """Smallest heap (bytes, to ``step``) in which the agent runs end to end:
     construction, updates and a streamed release. ``words`` measures in the
     CLI's 32-bit-equivalent units (-X heapsize=Nw), else in raw bytes of this
@@ -118,16 +142,17 @@ def min_heap(cfg, rows, seed=b"min-heap-probe00", step=256, top=64 << 20, words=
     heap as the whole stream; callers may pass a few hundred rows. The
     conservative garbage collector makes the outcome slightly non-monotonic
     in the heap size; bisection finds one boundary, to within a few hundred
-    bytes of the others.
+    bytes of the others. ``windows``: a continual stream, as _run takes it
+    (its steps and releases included; ``rows`` is then ignored).
     """
     lo, hi = 4096, 8192
-    while _run(cfg, rows, hi, seed, words=words)[0] == "oom":
+    while _run(cfg, rows, hi, seed, words=words, windows=windows)[0] == "oom":
         lo, hi = hi, hi * 2
         if hi > top:
             raise InputError("the config does not run even in a %d-byte heap" % top)
     while hi - lo > step:
         mid = (lo + hi) // 2 // step * step
-        if _run(cfg, rows, mid, seed, words=words)[0] == "oom":
+        if _run(cfg, rows, mid, seed, words=words, windows=windows)[0] == "oom":
             lo = mid
         else:
             hi = mid
@@ -146,6 +171,21 @@ def run_micropython(cfg, rows, heap, seed=None, device_id="device", epoch=0, key
     if progress:
         progress(len(rows))
     return frame
+
+
+def run_micropython_stream(cfg, windows, heap, seed=None, device_id="device", key=None, progress=None):
+    """Frames [(epoch, bytes), ...] of one continual (phdstream) agent run
+    under MicroPython with a ``heap``-byte heap (32-bit equivalent) over
+    ``windows`` [(epoch, seq, rows), ...]: one step and one frame per window,
+    the same bytes as runtimes.cpython.run_cpython_stream."""
+    status, frames, _ = _run(cfg, [], heap, seed, device_id, key=key, windows=windows)
+    if status == "oom":
+        need = min_heap(cfg, [], windows=[(e, q, rows[:64]) for e, q, rows in windows[:4]])
+        raise InputError("the config does not fit: it needs a %d-byte heap, the device has %d "
+                         "(32-bit-equivalent sizes)" % (need, heap))
+    if progress:
+        progress(sum(len(rows) for _, _, rows in windows))
+    return [(e, f) for (e, _, _), f in zip(windows, frames)]
 
 
 def publisher_bundle():

@@ -14,8 +14,8 @@ import numpy as np
 
 from edgesynth.config import with_names
 from edgesynth.errors import InputError
-from edgesynth.runtimes.cpython import run_cpython
-from edgesynth.runtimes.micropython import publish_micropython, run_micropython
+from edgesynth.runtimes.cpython import run_cpython, run_cpython_stream
+from edgesynth.runtimes.micropython import publish_micropython, run_micropython, run_micropython_stream
 from edgesynth.runtimes.native import run_native
 from edgesynth.runtimes.qemu import run_qemu
 from edgesynth.runtimes.vectorized import run_numpy
@@ -117,3 +117,28 @@ def simulate(cfg, data, columns, runtime="cpython", seed=None, device_id="device
                                progress=progress, seq=seq)
     return run_cpython(cfg, rows, seed=seed, device_id=device_id, epoch=epoch, seq=seq, key=key,
                        progress=progress)
+
+
+def continual(cfg):
+    """Whether ``cfg`` is a continual (phdstream) config: one agent runs
+    every window, one step each (agent.device.Agent.next_window)."""
+    return any(isinstance(m, dict) and m.get("kind") == "phdstream" for m in cfg.get("mechanisms") or ())
+
+
+def simulate_stream(cfg, windows, columns, runtime="cpython", seed=None, device_id="device", key=None,
+                    progress=None, heap=DEFAULT_HEAP, cpu="cortex-m4"):
+    """Frames [(epoch, bytes), ...] of one continual (phdstream) device over
+    ``windows`` [(epoch, seq, rows (k, channels + op))], ONE agent (seeded
+    with ``seed`` itself) on ``runtime``: byte-identical across runtimes.
+    numpy runs the agent's own update (a batch is codes and signs: nothing
+    to vectorise), native and qemu are the C core's (not yet)."""
+    if runtime not in RUNTIMES:
+        raise InputError("runtime %r is not available (choose from %s)" % (runtime, ", ".join(RUNTIMES)))
+    if runtime in ("native", "qemu"):
+        raise InputError("the %s runtime does not run phdstream yet; use cpython or micropython" % runtime)
+    cfg = with_names(cfg, columns)
+    blocks = [(e, q, as_readings(rows, cfg)) for e, q, rows in windows]
+    if runtime == "micropython":
+        return run_micropython_stream(cfg, blocks, heap, seed=seed, device_id=device_id, key=key,
+                                      progress=progress)
+    return run_cpython_stream(cfg, blocks, seed=seed, device_id=device_id, key=key, progress=progress)

@@ -14,6 +14,11 @@ removing or replacing it changes that window's frame only, and the frames
 together are epsilon-DP per reading (parallel composition; docs/privacy.md,
 docs/trust.md).
 
+A continual (phdstream) config is the exception: ONE agent runs the whole
+schedule, one step and one frame per window (Agent.next_window), seeded with
+the seed itself; its frames together are epsilon-DP per event over the whole
+stream (docs/mechanisms/phdstream.md).
+
 Seeds. Without a seed every window's agent draws fresh platform entropy. With
 one, window e is seeded with ``window_seed(seed, e)`` =
 SHA-256("edgesynth-epoch-seed" || seed || uint32be(e)): reproducible per
@@ -29,7 +34,7 @@ import math
 import numpy as np
 
 from edgesynth.errors import InputError
-from edgesynth.runtimes.simulate import simulate
+from edgesynth.runtimes.simulate import continual, simulate, simulate_stream
 
 MAX_WINDOWS = 100000  # frames one simulation may write
 MAX_EPOCH = (1 << 32) - 1  # the frame's epoch field is a uint32
@@ -135,7 +140,11 @@ def simulate_windows(cfg, data, times, columns, schedule, seed=None, first_seq=0
     the schedule (window_blocks). ``kw`` goes to
     edgesynth.runtimes.simulate.simulate (runtime, device_id, key, heap, cpu);
     ``progress(k)`` is called with the number of readings each window consumed.
+    A continual config runs as one agent (simulate_stream).
     """
+    if continual(cfg):
+        blocks = [(e, q, rows) for e, q, _, rows in window_blocks(data, times, schedule, None, first_seq)]
+        return simulate_stream(cfg, blocks, columns, seed=seed, progress=progress, **kw)
     frames = []
     for e, q, s, rows in window_blocks(data, times, schedule, seed, first_seq):
         frames.append((e, simulate(cfg, rows, columns, seed=s, epoch=e, seq=q, **kw)))
