@@ -213,15 +213,20 @@ def parse_frame(buf, pos=0, key_for=None, require_tag=False):
         raise SchemaError("payload device %r differs from the envelope's %r" % (payload["device"], device))
     factor = 2 if payload["relation"] == "replace" else 1
     mechs = []
-    num, den = 0, 1
     for i, m in enumerate(payload["mechs"]):
         if not isinstance(m, dict) or not isinstance(m.get("kind"), str) or m["kind"] not in REGISTRY:
             raise SchemaError("mechs[%d] has an unknown kind" % i)
-        state = REGISTRY[m["kind"]].State.from_payload(m, factor)
+        mechs.append(REGISTRY[m["kind"]].State.from_payload(m, factor))
+    e = payload["eps"]
+    for state in mechs:
+        if hasattr(state, "bind_budget"):  # a continual mechanism (phdstream): its frame's eps says its budget
+            if len(mechs) != 1:
+                raise SchemaError("a %s state must be the only mechanism of its frame" % state.kind)
+            state.bind_budget(e)
+    num, den = 0, 1
+    for state in mechs:
         n, dd = state.budget
         num, den = num * dd + n * den, den * dd
-        mechs.append(state)
-    e = payload["eps"]
     if num * e[1] != e[0] * den:
         raise SchemaError("mechanism budgets add up to %d/%d, not eps %d/%d" % (num, den, e[0], e[1]))
     payload["mechs"] = mechs

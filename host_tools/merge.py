@@ -11,6 +11,10 @@ dropped, so memory holds one merged state per mechanism kind (a profile keeps
 its sketches: each is unfolded on its own) and the sorted device ids, whatever
 the number of frames. Partial merges of disjoint frames combine (``absorb``,
 the Dask tree reduction) into the same bytes as one fold over all frames.
+
+A continual mechanism's states (phdstream: ``stream`` set) are windows of a
+stream, never summed: each is kept with its frame's device and epoch, and
+the mechanism replays them in epoch order.
 """
 import numpy as np
 
@@ -39,7 +43,8 @@ class Merge:
     """The running merge of the ``kind`` states of releases of one configuration.
 
     ``state``: the summed state (kinds whose State has ``accumulate``), or for
-    a profile ``states``, its sketches in arrival order. ``config``: their
+    a profile ``states``, its sketches in arrival order, and for a stream kind
+    (phdstream) ``states`` of (device, epoch, state), in arrival order. ``config``: their
     configuration id (computed once per release). A fault (several states of
     the kind in one release, another configuration) is kept in ``error`` and
     raised only if this kind is the one assembled (``result``).
@@ -52,8 +57,10 @@ class Merge:
         self.count = 0       # releases that carried a state of this kind
         self._owned = False  # state's arrays are ours to add into (the first one is the caller's)
 
-    def add(self, states):
-        """Fold in one release's states of this kind (a list: one expected)."""
+    def add(self, states, rel=None):
+        """Fold in one release's states of this kind (a list: one expected);
+        ``rel`` the Release they came from (a stream kind needs its device
+        and epoch)."""
         if self.error is not None:
             return
         if len(states) != 1:
@@ -66,6 +73,14 @@ class Merge:
         elif config != self.config:
             self._fail("%s states of different public configurations cannot be combined (%s vs %s)"
                        % (self.kind, self.config, config))
+            return
+        if getattr(s, "stream", False):
+            if rel is None:
+                raise MergeError("%s windows are replayed in epoch order per device, never summed: "
+                                 "fold them with their releases" % self.kind)
+            self.count += 1
+            self.sums = False
+            self.states.append((rel.device, rel.epoch, s))
             return
         self.count += 1
         self._fold(s)
@@ -149,7 +164,7 @@ class Merges:
         for kind in {m.kind for m in rel.mechs}:
             if kind not in self.by_kind:
                 self.by_kind[kind] = Merge(kind)
-            self.by_kind[kind].add([m for m in rel.mechs if m.kind == kind])
+            self.by_kind[kind].add([m for m in rel.mechs if m.kind == kind], rel)
 
     def _device(self, device):
         if self.devices and device <= self.devices[-1]:

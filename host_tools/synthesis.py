@@ -106,7 +106,10 @@ class Generator:
     ``names`` the column names of its rows, ``model`` the mechanism's own
     object (with the array sampler ``model.sample(n, rng)``). A profile's
     rows are per-id counts drawn from the estimated profile (one column,
-    "count"), not readings.
+    "count"), not readings. A phdstream generator is a stream: one
+    synthetic snapshot per step (``steps``), sampled one step at a time
+    (``step=K``; ``n`` defaults to the step's released population) or all
+    steps at once (sample_steps, write_steps).
     """
 
     def __init__(self, model, revoked_left_out=None):
@@ -153,47 +156,129 @@ class Generator:
         stdout for "-" (not a terminal); es.load reads it."""
         write_bytes(os.fspath(path), self.to_bytes(), what="a generator")
 
-    def blocks(self, n, seed=None):
+    @property
+    def steps(self):
+        """The step numbers a stream generator (phdstream) holds, sorted;
+        None for the other kinds."""
+        return list(self.model.steps) if hasattr(self.model, "steps") else None
+
+    def population(self, step):
+        """A stream generator's released population at ``step``: the sum of
+        ceil(G) over the step's positive leaves, summed over the devices'
+        streams (the default number of rows of that step)."""
+        return self.model.population(self._step(step))
+
+    def _step(self, step):
+        """``step`` checked against the kind: required by a stream generator
+        (one of ``steps``), refused by the others."""
+        steps = self.steps
+        if steps is None:
+            if step is not None:
+                raise InputError("a step applies to a stream generator (phdstream), not to a %s one" % self.kind)
+            return None
+        if step is None:
+            raise InputError("a phdstream generator samples one step at a time: give the step (--step K) or "
+                             "sample every step (--all-steps)")
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or int(step) not in set(steps):
+            raise InputError("no step %r in the generator (its steps: %s)" % (step, _steps_text(steps)))
+        return int(step)
+
+    def blocks(self, n, seed=None, step=None):
         """``n`` rows (0..10**9) as float64 arrays of at most 2**20 rows each,
         drawn in order from ``numpy.random.default_rng(seed)`` (seed: None, an
         int >= 0 or a numpy Generator). The same seed gives the same rows.
-        A bad ``n`` or ``seed`` is refused here, before anything is drawn or
-        any output file opened."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_SAMPLE:
+        A stream generator draws the snapshot of ``step`` (required), and
+        ``n`` None means its released population. A bad ``n``, ``seed`` or
+        ``step`` is refused here, before anything is drawn or any output file
+        opened."""
+        step = self._step(step)
+        if not (n is None and step is not None) and (
+                isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_SAMPLE):
             raise InputError("the number of rows must be an integer in [0, %d], got %r" % (MAX_SAMPLE, n))
-        try:
-            rng = np.random.default_rng(seed)
-        except (TypeError, ValueError) as e:
-            raise InputError("seed must be None, an int >= 0 or a numpy Generator (%s)" % e)
+        rng = _rng(seed)
+        if step is not None:
+            return self.model.blocks(None if n is None else int(n), rng, step)
         return self._draw(int(n), rng)
 
     def _draw(self, n, rng):
         for start in range(0, n, SAMPLE_BLOCK):
             yield self.model.sample(min(SAMPLE_BLOCK, n - start), rng)
 
-    def sample_array(self, n, seed=None):
-        """``n`` synthetic rows as a float64 array of shape (n, len(names))."""
-        parts = list(self.blocks(n, seed))
+    def sample_array(self, n=None, seed=None, step=None):
+        """``n`` synthetic rows as a float64 array of shape (n, len(names))
+        (a stream generator: of ``step``; see blocks)."""
+        parts = list(self.blocks(n, seed, step))
         return np.concatenate(parts) if parts else np.empty((0, len(self.names)))
 
-    def sample(self, n, seed=None):
+    def sample(self, n=None, seed=None, step=None):
         """``n`` synthetic rows as a pandas DataFrame with columns ``names``
         (the rows `edgesynth sample -n N --seed S` writes, to the last bit);
-        integer columns (``integer``) as int64."""
-        frame = to_frame(self.sample_array(n, seed), self.names)
-        for name, whole in zip(self.names, self.integer):
+        integer columns (``integer``) as int64. A stream generator samples
+        ``step`` (`sample --step K`), ``n`` None: its released population."""
+        return self._frame(self.sample_array(n, seed, step), self.names, self.integer)
+
+    @staticmethod
+    def _frame(rows, names, integer):
+        frame = to_frame(rows, names)
+        for name, whole in zip(names, integer):
             if whole:
                 frame[name] = frame[name].astype(np.int64)
         return frame
 
-    def write(self, dest, n, seed=None, progress=None):
-        """Write ``n`` synthetic rows (the rows of ``blocks(n, seed)``) to
-        ``dest``: a path, Parquet if it ends in ``.parquet`` and CSV
+    def write(self, dest, n=None, seed=None, progress=None, step=None):
+        """Write ``n`` synthetic rows (the rows of ``blocks(n, seed, step)``)
+        to ``dest``: a path, Parquet if it ends in ``.parquet`` and CSV
         otherwise, replaced atomically, or "-" for CSV on stdout; integer
         columns (``integer``) as integers. Memory does not grow with ``n``.
         ``progress(rows)`` is called after each block of at most 2**20 rows.
-        Returns ``n``."""
-        return write_table(dest, self.names, self.blocks(n, seed), integer=self.integer, progress=progress)
+        Returns the number of rows written."""
+        return write_table(dest, self.names, self.blocks(n, seed, step), integer=self.integer, progress=progress)
+
+    def step_blocks(self, seed=None):
+        """Every step of a stream generator, in step order, each with its
+        released population of rows: float64 blocks whose first column is
+        the step (the columns ``["step"] + names``), drawn in order from one
+        ``numpy.random.default_rng(seed)``. The same seed gives the same
+        rows; step K's rows are not those of ``sample(step=K, seed=...)``
+        (one generator runs through all steps)."""
+        if self.steps is None:
+            raise InputError("every step (--all-steps) applies to a stream generator (phdstream), not to a %s one"
+                             % self.kind)
+        rng = _rng(seed)
+        return self._step_rows(rng)
+
+    def _step_rows(self, rng):
+        for step in self.steps:
+            for block in self.model.blocks(None, rng, step):
+                yield np.concatenate([np.full((block.shape[0], 1), float(step)), block], axis=1)
+
+    def sample_steps(self, seed=None):
+        """Every step's snapshot (step_blocks) as one pandas DataFrame with
+        the columns ``["step"] + names``, all int64."""
+        parts = list(self.step_blocks(seed))
+        rows = np.concatenate(parts) if parts else np.empty((0, 1 + len(self.names)))
+        return self._frame(rows, ["step"] + self.names, [True] * (1 + len(self.names)))
+
+    def write_steps(self, dest, seed=None, progress=None):
+        """Write every step's snapshot (step_blocks) to ``dest`` as write()
+        does, with a first column ``step``; returns the number of rows."""
+        return write_table(dest, ["step"] + self.names, self.step_blocks(seed),
+                           integer=[True] + self.integer, progress=progress)
+
+
+def _rng(seed):
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as e:
+        raise InputError("seed must be None, an int >= 0 or a numpy Generator (%s)" % e)
+
+
+def _steps_text(steps):
+    if not steps:
+        return "none"
+    if steps[-1] - steps[0] + 1 == len(steps):
+        return "%d..%d" % (steps[0], steps[-1])
+    return "%d steps in %d..%d" % (len(steps), steps[0], steps[-1])
 
 
 def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, config_id=None, mechanism=None,

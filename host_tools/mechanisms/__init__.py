@@ -19,10 +19,11 @@ from edgesynth.errors import InputError, MergeError
 from edgesynth.genfile import unpack
 from edgesynth.merge import Merges
 
-from . import cdf, privhp, profile
+from . import cdf, phdstream, privhp, profile
 
-REGISTRY = {m.KIND: m for m in (privhp, cdf, profile)}
-assert tuple(REGISTRY) == MECHANISMS, "the host registry and agent.wire.MECHANISMS name the same mechanisms"
+_PACKAGES = {m.KIND: m for m in (privhp, cdf, profile, phdstream)}
+# in agent.wire.MECHANISMS order: the kinds a frame may carry are the ones the agent names
+REGISTRY = {kind: _PACKAGES[kind] for kind in MECHANISMS}
 
 
 def load_generator(data, source="generator"):

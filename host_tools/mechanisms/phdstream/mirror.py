@@ -44,6 +44,7 @@ class Mirror:
         self.skipped = 0
         self._kid0 = [-1]  # first child's id (the second is kid0 + 1), -1: none
         self._depth = [0]
+        self._path = [0]   # the node's child bits from the root, most significant first
         self._cn = [0]
 
     @property
@@ -85,14 +86,16 @@ class Mirror:
         # in canonical BFS order, the k-th node with children has its pair at 1 + 2k
         kid0 = np.where(snap.kids, 1 + 2 * rank, -1)
         depth = np.zeros(snap.n, dtype=np.int64)
+        path = np.zeros(snap.n, dtype=np.int64)
         for v in np.flatnonzero(snap.kids):  # parents precede children in BFS order
             depth[kid0[v]] = depth[kid0[v] + 1] = depth[v] + 1
+            path[kid0[v]], path[kid0[v] + 1] = 2 * path[v], 2 * path[v] + 1
         if depth.max() > window.params.depth:
             raise SchemaError("phdstream snapshot at step %d is deeper than p.depth" % window.t)
         kid0, depth = kid0.tolist(), depth.tolist()
         _, leaves = self._plan(window, kid0, depth, snap.n, grow=False)
         self.params, self.t, self.leaves = window.params, window.t, leaves
-        self._kid0, self._depth, self._cn = kid0, depth, snap.cn.tolist()
+        self._kid0, self._depth, self._path, self._cn = kid0, depth, path.tolist(), snap.cn.tolist()
 
     @staticmethod
     def _plan(window, kid0, depth, n, grow):
@@ -129,12 +132,13 @@ class Mirror:
     def _grow(self, grown, leaves, ys):
         """Apply a checked plan: create the children of ``grown``, add each
         leaf's increment (saturating). Returns what _undo needs."""
-        kid0, depth, cn = self._kid0, self._depth, self._cn
+        kid0, depth, path, cn = self._kid0, self._depth, self._path, self._cn
         n = len(cn)
         for v in grown:
             kid0[v] = len(cn)
             kid0.extend((-1, -1))
             depth.extend((depth[v] + 1, depth[v] + 1))
+            path.extend((2 * path[v], 2 * path[v] + 1))
             cn.extend((0, 0))
         old = [cn[v] for v in leaves]
         for v, y in zip(leaves, ys):
@@ -146,7 +150,7 @@ class Mirror:
             self._cn[v] = c
         for v in grown:
             self._kid0[v] = -1
-        del self._kid0[n:], self._depth[n:], self._cn[n:]
+        del self._kid0[n:], self._depth[n:], self._path[n:], self._cn[n:]
 
     def counts(self):
         """int64 (N,): Cn of every node, by the mirror's node id (the rows of children())."""
@@ -185,3 +189,15 @@ class Mirror:
             raise SchemaError("phdstream mirror has applied no window yet")
         return tree.step_leaves(self.children(), self.leaves, self.counts().astype(np.float64),
                                 self.params.lo, self.params.hi)
+
+    def cells(self):
+        """The per-step generator of step ``t`` as cells: (level, path, mass)
+        of the leaves of T(t) in canonical BFS order, ``level`` the depth
+        and ``path`` the child bits from the root (most significant first,
+        as edgesynth.mechanisms.privhp.growth.Leaves), ``mass`` G = Ext_T(Cn)
+        there. Level l >= 1 halves channel (l - 1) mod d, as on the device."""
+        if self.t is None:
+            raise SchemaError("phdstream mirror has applied no window yet")
+        leaves = np.array(self.leaves, dtype=np.int64)
+        g = tree.ext(self.children(), self.counts().astype(np.float64))
+        return np.array(self._depth)[leaves], np.array(self._path)[leaves], g[leaves]

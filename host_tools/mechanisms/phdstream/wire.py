@@ -4,13 +4,17 @@ canonical BFS order, the int32 leaf increments, the public parameters and,
 every ``snap``-th step, a snapshot of the device's union tree.
 
 Only schema and internal consistency are checked here (lengths, bit
-counts, parameter ranges); rebuilding the tree is mirror.py's job.
+counts, parameter ranges); rebuilding the tree is mirror.py's job. In a
+release frame the payload is one entry of the frame's ``mechs`` list
+(PHDStreamState, the registry's State), alone in its frame.
 """
+import hashlib
 import math
 
 import msgpack
 import numpy as np
 
+from edgesynth.agent.phdstream import MAX_NODES
 from edgesynth.errors import SchemaError
 
 VERSION = 1
@@ -22,9 +26,10 @@ COUNTERS = ("simple", "block", "tree")
 MAX_DEPTH = 28
 MAX_CHANNELS = 8
 MAX_SPAN = 1 << 29
-# a node pool larger than this is not a device's (2**24 nodes of 32 bytes
-# is 512 MiB); it bounds what a hostile frame can make the host allocate
-MAX_NODES = 1 << 24
+# Objects of the largest legal entry (frames.MAX_OBJECTS): the map, its
+# keys and values, p's keys and values with eps/lam's pairs and lo/hi of
+# MAX_CHANNELS each, the snapshot's keys and values.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 2 * len(PARAM_KEYS) + 2 * 2 + 2 * MAX_CHANNELS + 2 * len(SNAP_KEYS)
 
 
 def _uint(m, key, lo, hi, where):
@@ -78,9 +83,11 @@ def _is_tree(bits):
 class Params:
     """The public parameters of a payload's ``p`` (docs/mechanisms/phdstream.md,
     "Parameters"): ints, ``eps``/``lam`` (num, den) pairs, ``lo``/``hi``
-    lists of ints. Equal instances come from the same configuration."""
+    lists of ints, ``factor`` the relation's noise factor (1 add/remove, 2
+    replace: every noise scale doubles, so lam = 6 factor / eps). Equal
+    instances come from the same configuration."""
 
-    def __init__(self, p):
+    def __init__(self, p, factor=1):
         _keys(p, PARAM_KEYS, "p")
         self.beta = _uint(p, "beta", 2, 2, "p.")
         self.depth = _uint(p, "depth", 1, MAX_DEPTH, "p.")
@@ -92,11 +99,13 @@ class Params:
         self.horizon = _uint(p, "horizon", 0, 1 << 30, "p.")
         self.eps = _ratio(p, "eps")
         self.lam = _ratio(p, "lam")
+        self.factor = factor
         # the split test's scale and bias are what PrivTree's proof needs for
-        # eps_tree = eps / 2 at beta = 2: lam = 6 / eps, delta >= lam ln 2
-        if self.lam[0] * self.eps[0] != 6 * self.lam[1] * self.eps[1] \
+        # eps_tree = eps / 2 at beta = 2: lam = 6 / eps (times the relation's
+        # factor), delta >= lam ln 2
+        if self.lam[0] * self.eps[0] != 6 * factor * self.lam[1] * self.eps[1] \
                 or self.delta < self.lam[0] / self.lam[1] * math.log(2):
-            raise SchemaError("phdstream p.lam must be 6/eps and p.delta at least lam ln 2")
+            raise SchemaError("phdstream p.lam must be %s/eps and p.delta at least lam ln 2" % (6 * factor))
         if p["counter"] not in COUNTERS:
             raise SchemaError("phdstream p.counter must be one of %s" % (COUNTERS,))
         self.counter = p["counter"]
@@ -115,7 +124,7 @@ class Params:
 
     def key(self):
         return (self.beta, self.depth, self.delta, self.theta, self.max_nodes, self.snap, self.block, self.horizon,
-                self.eps, self.lam, self.counter, self.noise, tuple(self.lo), tuple(self.hi))
+                self.eps, self.lam, self.counter, self.noise, tuple(self.lo), tuple(self.hi), self.factor)
 
     def __eq__(self, other):
         return isinstance(other, Params) and self.key() == other.key()
@@ -144,13 +153,13 @@ class Window:
     canonical BFS order, ``y`` int64 (leaves,) the leaf increments in the
     same order, ``snap`` a Snapshot or None."""
 
-    def __init__(self, m):
+    def __init__(self, m, factor=1):
         _keys(m, KEYS, "payload")
         if m["kind"] != "phdstream":
             raise SchemaError("phdstream payload kind is %r" % (m["kind"],))
         _uint(m, "v", VERSION, VERSION, "")
         self.t = _uint(m, "t", 1, (1 << 63) - 1, "")
-        self.params = Params(m["p"])
+        self.params = Params(m["p"], factor)
         nv = _uint(m, "nv", 1, self.params.max_nodes, "")  # T(t) lies in the pool
         self.split = _bitmap(m["bits"], nv, "bits")
         if not _is_tree(self.split):
@@ -164,13 +173,73 @@ class Window:
         return self.y.size
 
 
-def decode(payload):
-    """Window of one payload (msgpack bytes, or the already-decoded map).
-    Raises SchemaError on anything the Wire section does not allow."""
+def decode(payload, factor=1):
+    """Window of one payload (msgpack bytes, or the already-decoded map);
+    ``factor`` the relation's noise factor (2 under replace). Raises
+    SchemaError on anything the Wire section does not allow."""
     if isinstance(payload, (bytes, bytearray, memoryview)):
         try:
             payload = msgpack.unpackb(bytes(payload), raw=False, strict_map_key=True)
         except (ValueError, msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError,
                 msgpack.exceptions.StackError) as e:
             raise SchemaError("phdstream payload is not one msgpack map (%s)" % e)
-    return Window(payload)
+    return Window(payload, factor)
+
+
+class PHDStreamState:
+    """A frame's phdstream entry (the registry's State): one decoded window
+    of one device's stream. ``window`` (Window), ``params`` (Params),
+    ``t`` its step, ``budget`` (num, den) the frame's epsilon once
+    ``bind_budget`` has checked it. Windows of a stream are never summed
+    (no ``accumulate``): the host replays them in order (stream.py)."""
+
+    kind = "phdstream"
+    stream = True  # merge.Merge keeps each window with its device and epoch
+
+    @classmethod
+    def from_payload(cls, m, factor):
+        s = cls()
+        s.window = Window(m, factor)
+        s.params = s.window.params
+        s.t = s.window.t
+        s.budget = None
+        return s
+
+    def bind_budget(self, eps):
+        """Check the frame's ``eps`` (num, den) against this entry, the only
+        mechanism of its frame: the per-event p.eps when the deployment is
+        rate-bound (or under replace neighbours), else twice it (a full batch
+        can swap a refused event for a displaced one; docs/mechanisms/phdstream.md,
+        "Pool and batch rules"). SchemaError otherwise."""
+        num, den = self.params.eps
+        if eps[0] * den == num * eps[1]:
+            self.budget = (num, den)
+        elif eps[0] * den == 2 * num * eps[1] and self.params.factor == 1:
+            self.budget = (2 * num, den)
+        else:
+            raise SchemaError("phdstream frame eps %d/%d is neither p.eps %d/%d (a rate bound) nor twice it%s"
+                              % (eps[0], eps[1], num, den, "" if self.params.factor == 1 else
+                                 " (under replace neighbours it must equal p.eps)"))
+
+    @property
+    def rate_bound(self):
+        """Whether the budget is the per-event epsilon (True) or twice it."""
+        return self.budget == self.params.eps
+
+    def config_id(self):
+        """Hex digest of the public parameters and the budget: windows of
+        equal ids belong to streams of one configuration."""
+        h = hashlib.sha256()
+        for part in ("phdstream",) + self.params.key() + (self.budget,):
+            h.update(repr(part).encode())
+        return h.hexdigest()[:16]
+
+    def describe(self):
+        """JSON-ready summary for `inspect` (public values only)."""
+        p = self.params
+        return {"kind": "phdstream", "step": self.t, "lo": list(p.lo), "hi": list(p.hi), "depth": p.depth,
+                "counter": p.counter, "max_nodes": p.max_nodes, "snap_every": p.snap,
+                "epsilon": "%d/%d" % self.budget, "epsilon_per_event": "%d/%d" % p.eps,
+                "visited": int(self.window.split.size), "leaves": self.window.leaves,
+                "increments_sum": int(self.window.y.sum()), "snapshot": self.window.snap is not None,
+                "config_id": self.config_id()}
