@@ -430,18 +430,18 @@ def report(name, stream, note, steps, truth, summ, runs_all, seeds, nsmall):
         fr = [first_refusal(r) for r in rs]
         ev = sum(r["events"] for r in rs)
         t = sum(r["t_upd"] + r["t_step"] for r in rs)
-        rows.append([label, r0["max_nodes"] if r0["max_nodes"] < BIG_POOL else "2^20",
+        rows.append([label, W, r0["max_nodes"] if r0["max_nodes"] < BIG_POOL else "2^20",
                      int(np.mean([r["used"][W // 4] for r in rs])), int(np.mean([r["used"][W // 2] for r in rs])),
                      int(np.mean([r["used"][at80] for r in rs])), int(np.mean([r["used"][-1] for r in rs])),
                      ", ".join("-" if f is None else str(f) for f in fr),
                      int(np.mean([r["refused"][at80] for r in rs])), int(np.mean([r["refused"][-1] for r in rs])),
                      "%.0f" % (ev / t), "%.0f" % (sum(r["t_upd"] for r in rs) / sum(r["t_step"] for r in rs) * 100),
                      "%.1f" % (np.mean([r["bytes"] for r in rs]) / W / 1024)])
-    parts += ["", "Node pool use (nodes after the window at 25 / 50 / 80 / 100 %% of the run, mean over seeds), "
-              "the first window with a refused split per seed (of %d windows in that run), refused splits by 80 %% "
+    parts += ["", "Node pool use (nodes after the window at 25 / 50 / 80 / 100 % of the run, mean over seeds), "
+              "the first window with a refused split per seed (0-based, of the run's windows), refused splits by 80 % "
               "and by the end, CPython throughput of update + step over the whole run (events/s, all seeds), "
-              "update time as %% of step time, mean payload KiB per window:" % len(runs_all[0][next(iter(runs_all[0]))]["used"]),
-              "", common.md_table(["run", "pool", "25%", "50%", "80%", "end", "first refusal", "refused@80%",
+              "update time as % of step time, mean payload KiB per window:",
+              "", common.md_table(["run", "windows", "pool", "25%", "50%", "80%", "end", "first refusal", "refused@80%",
                                    "refused@end", "events/s", "upd/step %", "KiB/window"], rows)]
     return "\n".join(parts)
 

