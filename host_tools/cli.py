@@ -585,6 +585,14 @@ def _assemble_line(summary, output):
     if summary.get("mechanism") == "cdf":
         return "cdf generator from %d frame(s): K=%d, median %s, epsilon %s per reading%s" % (
             summary["frames"], summary["bins"], summary["quantiles"]["0.5"], summary["epsilon"], tail)
+    if summary.get("mechanism") == "phdstream":
+        skipped = summary["skipped_windows"]
+        return "phdstream generator from %d frame(s) of %d device(s): steps %s..%s, last population %d%s, " \
+            "epsilon %s (%s per event)%s" % (
+                summary["frames"], len(summary["devices"]), summary["first_step"], summary["last_step"],
+                summary["population"][-1][1] if summary["population"] else 0,
+                "; %d window(s) skipped after gaps" % skipped if skipped else "", summary["mechanism_epsilon"],
+                summary["epsilon_per_event"], tail)
     if summary.get("mechanism") == "profile":
         return "profile of %d ids from %d frame(s): distinct ~ %.1f, never seen %.3f, epsilon %s%s" % (
             summary["ids"], summary["frames"], summary["distinct"], summary["never_seen"], summary["epsilon"], tail)
@@ -598,20 +606,44 @@ def _assemble_line(summary, output):
 # ------------------------------------------------------------------- sample
 @main.command()
 @click.argument("generator", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("-n", "count", required=True, type=click.IntRange(1, MAX_SAMPLE), help="Number of synthetic rows.")
+@click.option("-n", "count", default=None, type=click.IntRange(1, MAX_SAMPLE),
+              help="Number of synthetic rows (required, except with --step: default the step's released population).")
 @click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1), help="Seed for reproducible samples.")
+@click.option("--step", default=None, type=click.IntRange(1, None),
+              help="phdstream: sample the snapshot of step K (one window).")
+@click.option("--all-steps", is_flag=True,
+              help="phdstream: write every step's snapshot (its released population each) with a 'step' column.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="File to write: Parquet if it ends in .parquet, else CSV; '-' for CSV on stdout.")
-def sample(generator, count, seed, output):
+def sample(generator, count, seed, step, all_steps, output):
     """Draw synthetic rows from GENERATOR ('-': stdin) (free: no further privacy cost).
 
+    A phdstream generator holds one snapshot per step: --step K samples one
+    (-n defaults to its released population), --all-steps every one.
     Memory stays flat in -n. A file appears only once complete: an error or
     Ctrl-C leaves no partial file and any previous one unchanged.
     """
+    if all_steps and (count is not None or step is not None):
+        raise InputError("--all-steps writes every step's released population: it takes neither -n nor --step")
     gen = es.load(generator)
-    with _Bar("sampling", total=count) as bar:
-        gen.write(output, count, seed, progress=bar.advance)
-    click.echo("wrote %s: %d rows of %s" % (_shown(output), count, ",".join(gen.names)), err=is_stdio(output))
+    if all_steps:
+        if gen.steps is None:
+            raise InputError("--all-steps applies to a stream generator (phdstream), not to a %s one" % gen.kind)
+        total = sum(gen.populations().values())
+        with _Bar("sampling", total=total) as bar:
+            rows = gen.write_steps(output, seed, progress=bar.advance)
+        click.echo("wrote %s: %d rows of step,%s over %d steps" % (_shown(output), rows, ",".join(gen.names),
+                                                                 len(gen.steps)), err=is_stdio(output))
+        return
+    if count is None and step is None:
+        raise InputError("give -n N (the number of rows)" + (" or --step K" if gen.steps is not None else ""))
+    if step is not None and gen.steps is None:
+        raise InputError("--step applies to a stream generator (phdstream), not to a %s one" % gen.kind)
+    total = count if count is not None else gen.population(step)
+    with _Bar("sampling", total=total) as bar:
+        rows = gen.write(output, count, seed, progress=bar.advance, step=step)
+    click.echo("wrote %s: %d rows of %s%s" % (_shown(output), rows, ",".join(gen.names),
+                                              "" if step is None else " (step %d)" % step), err=is_stdio(output))
 
 
 # ----------------------------------------------------------------- evaluate

@@ -168,6 +168,11 @@ class Generator:
         streams (the default number of rows of that step)."""
         return self.model.population(self._step(step))
 
+    def populations(self):
+        """A stream generator's {step: released population} for every step;
+        None for the other kinds."""
+        return self.model.populations() if self.steps is not None else None
+
     def _step(self, step):
         """``step`` checked against the kind: required by a stream generator
         (one of ``steps``), refused by the others."""
