@@ -252,6 +252,19 @@ def test_mirror_refuses_a_stream_that_contradicts_the_tree():
         mm.apply(wire.decode(msgpack.packb(m)))
 
 
+def _device(spec, seed):
+    """A device PHDStream (the agent protocol: PHDStream(spec), draw_noise)
+    drawing from the house DRBG seeded with ``seed``."""
+    dev = PHDStream(spec)
+    dev.draw_noise(seeded_source(seed))
+    return dev
+
+
+def _feed(dev, events):
+    for x, sign in events:
+        dev.update(list(x) + [sign])
+
+
 def _device_payload(dev):
     out = bytearray()
     enc = Encoder()
@@ -299,10 +312,9 @@ def _windows(seed, steps, per_window):
 def test_mirror_equals_the_device_pool_after_every_window(counter, extra, max_nodes):
     spec = dict({"lo": [0, 0], "hi": [1000, 600], "depth": 12, "eps": [1, 1], "counter": counter,
                  "max_nodes": max_nodes, "batch_max": 2000, "snap": 5}, **extra)
-    dev, m = PHDStream(spec, seeded_source(b"mirror")), mirror.Mirror()
+    dev, m = _device(spec, b"mirror"), mirror.Mirror()
     for events in _windows(3, 14, 120):
-        for x, sign in events:
-            assert dev.add(x, sign)
+        _feed(dev, events)
         dev.step()
         w = wire.decode(_device_payload(dev))
         assert m.apply(w) and m.t == dev.t
@@ -319,11 +331,10 @@ def test_mirror_equals_the_device_pool_after_every_window(counter, extra, max_no
 def test_mirror_resyncs_on_device_frames_after_a_gap():
     spec = {"lo": [0, 0], "hi": [1000, 600], "depth": 10, "eps": [1, 2], "counter": "simple",
             "max_nodes": 3001, "batch_max": 2000, "snap": 4}
-    dev, m = PHDStream(spec, seeded_source(b"gap")), mirror.Mirror()
+    dev, m = _device(spec, b"gap"), mirror.Mirror()
     lost = {3, 6}
     for events in _windows(4, 13, 100):
-        for x, sign in events:
-            dev.add(x, sign)
+        _feed(dev, events)
         dev.step()
         if dev.t in lost:
             continue
@@ -342,7 +353,7 @@ def test_host_g_from_the_frames_equals_the_dense_reference():
     same DRBG draws."""
     spec = {"lo": [0, 0], "hi": [64, 64], "depth": 6, "eps": [4, 1], "counter": "simple", "max_nodes": 200,
             "batch_max": 1000, "snap": 3}
-    dev, m = PHDStream(spec, seeded_source(b"dense")), mirror.Mirror()
+    dev, m = _device(spec, b"dense"), mirror.Mirror()
     ref, rng_ref = DensePHD(spec["lo"], spec["hi"], 6, 4, 1), seeded_source(b"dense")
     rng = np.random.default_rng(9)
     live = []
@@ -353,8 +364,7 @@ def test_host_g_from_the_frames_equals_the_dense_reference():
             live.append(p)
         for i in sorted(rng.choice(len(live), size=len(live) // 4, replace=False).tolist(), reverse=True):
             events.append((live.pop(i), -1))
-        for x, sign in events:
-            dev.add(x, sign)
+        _feed(dev, events)
         dev.step()
         ref.step(rng_ref, events)
         assert m.apply(wire.decode(_device_payload(dev)))
@@ -371,3 +381,41 @@ def test_host_g_from_the_frames_equals_the_dense_reference():
         blo, bhi, mass = m.generator()
         assert mass.sum() == pytest.approx(float(ref.G[(0, 0)]), abs=1e-9)
         assert m.leaves and all(ref.G[where[v]] == mass[i] for i, v in enumerate(m.leaves))
+
+
+def test_mirror_equals_a_saturating_device_with_deletions():
+    """The device's own saturation (Cn and Cd clamped to +-2**27 at every
+    update) reproduced by the mirror bit for bit. Counts that large need
+    ~2**27 events, so the device's pool is set white-box after step 3 to
+    counts near the bounds (Cd recomputed by the device's rule); the mirror
+    joins at the next snapshot and must equal the device after every later
+    window of inserts and deletes."""
+    spec = {"lo": [0, 0], "hi": [1000, 600], "depth": 8, "eps": [1, 1], "counter": "simple",
+            "max_nodes": 201, "batch_max": 2000, "snap": 2}
+    dev, m = _device(spec, b"saturate"), mirror.Mirror()
+    rng = np.random.default_rng(5)
+    windows = list(_windows(6, 12, 80))
+    seen = set()
+    for t, events in enumerate(windows, 1):
+        _feed(dev, events)
+        dev.step()
+        if t < 3:
+            continue
+        if t == 3:
+            order = [0]
+            for v in order:
+                if dev.kid[v]:
+                    order += [dev.kid[v], dev.kid[v] + 1]
+            for v in order:  # near both bounds: leaf increments and Cd sums overflow them
+                dev.cn[v] = int(rng.choice([SAT - 3, -(SAT - 3), 1 << 26, -(1 << 26)]))
+            for v in reversed(order):
+                if dev.kid[v]:
+                    c = dev.kid[v]
+                    dev.cd[v] = min(max(dev.cd[c] + dev.cn[c] + dev.cd[c + 1] + dev.cn[c + 1], -SAT), SAT)
+            continue
+        applied = m.apply(wire.decode(_device_payload(dev)))
+        assert applied  # step 4 carries a snapshot (every 2nd step), then in sync
+        got, want = m.canonical(), _device_canonical(dev)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        seen |= {int(x) for x in np.concatenate(got[1:]) if abs(x) == SAT}
+    assert seen == {SAT, -SAT}
