@@ -3,7 +3,8 @@
     PYTHONPATH=<repo> python tests/mp/phd_vector.py
     MICROPYPATH=<repo> micropython tests/mp/phd_vector.py
 
-Runs the device PHDStream (each counter kind, and a pool small enough to fill)
+Runs the device PHDStream (each counter kind, a pool small enough to fill, a
+batch that fills, noise scales doubled for replace-one neighbours)
 over a fixed pseudo-random insert/delete stream with a seeded DRBG and prints
 ``name step length sha256-hex`` per window frame. The output must be identical
 on CPython and MicroPython (tests/test_phdstream_device.py).
@@ -29,8 +30,8 @@ def spec(counter, max_nodes, **kw):
     return s
 
 
-def run(name, s, windows, per_window):
-    m = PHDStream(s)
+def run(name, s, windows, per_window, factor=1):
+    m = PHDStream(s, factor)
     m.draw_noise(seeded_source(b"phd-vector-" + name.encode()))
     enc = Encoder()
     x = 7
@@ -63,3 +64,5 @@ run("simple", spec("simple", 2000), 8, 150)
 run("block", spec("block", 2000, block=4), 8, 150)
 run("tree", spec("tree", 2000, horizon=4), 8, 150)
 run("pool", spec("simple", 41), 6, 150)
+run("full", spec("tree", 500, horizon=2, batch_max=90), 4, 150)  # a full batch refuses the rest
+run("replace", spec("block", 500, block=2), 4, 150, factor=2)
