@@ -140,8 +140,9 @@ def test_firmware_build_report(arm, cpu):
     for kind, files in C_SOURCES.items():
         assert r["devices"][kind]["text"] == text(COMMON + files) > r["common"]["text"]
     assert r["float"]["cdf"]["text"] > 0 and r["float"]["privhp"]["text"] > 0
+    one_shot = C_SOURCES["privhp"] + C_SOURCES["cdf"] + C_SOURCES["profile"]
     assert r["config"] == {"kinds": ["privhp", "cdf", "profile"], "float": True,
-                           "text": text(COMMON + sum(C_SOURCES.values(), []) + FLOAT["privhp"] + FLOAT["cdf"])}
+                           "text": text(COMMON + one_shot + FLOAT["privhp"] + FLOAT["cdf"])}
     assert set(r["stack"]) == set(ENTRY_POINTS)
     # a chain is at least its entry's own frame and below a few KiB on a small MCU
     assert all(32 <= v < 4096 for v in r["stack"].values())
@@ -165,8 +166,10 @@ def test_the_planner_charges_what_the_c_core_needs(arm, cpu):
     r = build(cpu)
     st = r["state"]
     need = (st["es_agent_t"] + max(st["es_privhp_t"], st["es_cdf_t"], st["es_profile_t"]) + st["es_drbg_t"]
-            + max(r["stack"].values()))
+            + max(r["stack_by_kind"][k] for k in ("privhp", "cdf", "profile")))
     assert need <= C_CORE_OVERHEAD < need + 512
+    # a one-kind chain is the conservative all-kinds one restricted: never deeper
+    assert max(r["stack_by_kind"].values()) == max(r["stack"].values())
 
 
 def test_firmware_cli_json_and_header(arm, tmp_path):

@@ -45,7 +45,7 @@ size_t es_cdf_mem_size(const es_cdf_cfg_t *c)
 
 static int draw_noise(es_mech_t *base, es_drbg_t *rng);
 static void encode(const es_mech_t *base, es_enc_t *e);
-static const es_mech_ops_t cdf_ops = {draw_noise, encode};
+static const es_mech_ops_t cdf_ops = {draw_noise, encode, NULL};
 
 int es_cdf_init(es_cdf_t *m, const es_cdf_cfg_t *c, uint8_t factor, void *mem, size_t size)
 {

@@ -65,7 +65,7 @@ unsigned es_privhp_bits(const es_privhp_cfg_t *c, unsigned i)
 
 static int draw_noise(es_mech_t *base, es_drbg_t *rng);
 static void encode(const es_mech_t *base, es_enc_t *e);
-static const es_mech_ops_t privhp_ops = {draw_noise, encode};
+static const es_mech_ops_t privhp_ops = {draw_noise, encode, NULL};
 
 int es_privhp_init(es_privhp_t *m, const es_privhp_cfg_t *c, uint8_t factor, void *mem, size_t size)
 {

@@ -28,7 +28,7 @@ size_t es_profile_mem_size(const es_profile_cfg_t *c)
 
 static int draw_noise(es_mech_t *base, es_drbg_t *rng);
 static void encode(const es_mech_t *base, es_enc_t *e);
-static const es_mech_ops_t profile_ops = {draw_noise, encode};
+static const es_mech_ops_t profile_ops = {draw_noise, encode, NULL};
 
 int es_profile_init(es_profile_t *m, const es_profile_cfg_t *c, uint8_t factor, void *mem,
                     size_t size)

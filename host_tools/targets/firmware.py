@@ -13,8 +13,9 @@ with Debian's arm-none-eabi-gcc at -Os, and its flash, RAM and stack.
   ``-fstack-usage`` frames on the ``-fcallgraph-info`` call graph. The agent
   reaches the mechanisms through their ops tables; gcc records those calls as
   ``__indirect_call``, taken here to be the worst ops function of any kind
-  (draw_noise below es_agent_init, encode below the payload): conservative.
-  Library calls such as memcpy and libgcc's 64-bit division, and the caller's
+  (draw_noise below es_agent_init, encode below the payload, phdstream's step
+  below es_agent_seal): conservative. ``stack_by_kind`` is the worst chain of
+  a device of one kind (its own ops only). Library calls such as memcpy and libgcc's 64-bit division, and the caller's
   sink (the remaining ``__indirect_call``), count as 0 and are listed.
 
 ``config_header(cfg)`` writes the public parameters of a device config as C
@@ -40,14 +41,16 @@ CFLAGS = ["-Os", "-std=c99", "-Wall", "-Wextra", "-ffunction-sections", "-fdata-
 # what every device links; per kind what it adds with integer readings; the float paths
 COMMON = ["es_sha256.c", "es_drbg.c", "es_dlap.c", "es_msgpack.c", "es_agent.c"]
 C_SOURCES = {"privhp": ["es_privhp.c", "es_privhp_i32.c", "es_hashing.c"], "cdf": ["es_cdf.c"],
-              "profile": ["es_profile.c", "es_hashing.c"]}
-FLOAT = {"privhp": ["es_privhp_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": []}
+              "profile": ["es_profile.c", "es_hashing.c"], "phdstream": ["es_phdstream.c"]}
+FLOAT = {"privhp": ["es_privhp_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": [], "phdstream": []}
 ENTRY_POINTS = ("es_drbg_platform", "es_agent_init", "es_agent_release", "es_privhp_init",
                 "es_privhp_update_i32", "es_privhp_update_f64", "es_cdf_init", "es_cdf_update_i32",
-                "es_cdf_update_f64", "es_profile_init", "es_profile_update_i32")
+                "es_cdf_update_f64", "es_profile_init", "es_profile_update_i32", "es_phdstream_init",
+                "es_phdstream_update_i32")
 # calls through the mechanisms' ops tables: caller -> the functions they reach
-OPS_CALLS = {"es_agent_init": re.compile(r":draw_noise$"), "es_agent.c:payload": re.compile(r":encode$")}
-STATE_TYPES = ("es_privhp_t", "es_cdf_t", "es_profile_t", "es_agent_t", "es_drbg_t")
+OPS_CALLS = {"es_agent_init": re.compile(r":draw_noise$"), "es_agent.c:payload": re.compile(r":encode$"),
+             "es_agent_seal": re.compile(r":step_op$")}
+STATE_TYPES = ("es_privhp_t", "es_cdf_t", "es_profile_t", "es_phdstream_t", "es_agent_t", "es_drbg_t")
 INSTALL_HINT = "apt-get install -y gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
 
 
@@ -106,9 +109,11 @@ def _total(sizes, files):
     return {k: sum(sizes[f[:-2] + ".o"][k] for f in files) for k in ("text", "data", "bss")}
 
 
-def stack_usage(out_dir):
+def stack_usage(out_dir, kinds=None):
     """Worst-case stack bytes below each entry point, and the external callees
-    counted as 0. Parses gcc's .ci call graphs (VCG) with frame sizes."""
+    counted as 0. Parses gcc's .ci call graphs (VCG) with frame sizes. The
+    agent's calls through the ops tables reach the ops of every kind, or only
+    of ``kinds`` (a device of those kinds: a one-shot kind has no step)."""
     frames, edges = {}, {}
     for f in os.listdir(out_dir):
         if not f.endswith(".ci"):
@@ -120,10 +125,12 @@ def stack_usage(out_dir):
                 frames[title] = int(m.group(1))
         for a, b in re.findall(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"', text):
             edges.setdefault(a, set()).add(b)
+    files = None if kinds is None else tuple("/es_%s.c:" % k for k in kinds)
     for a, bs in edges.items():
         for caller, target in OPS_CALLS.items():
             if "__indirect_call" in bs and (a == caller or a.endswith("/" + caller)):
-                edges[a] = (bs - {"__indirect_call"}) | {fn for fn in frames if target.search(fn)}
+                edges[a] = (bs - {"__indirect_call"}) | {fn for fn in frames if target.search(fn) and (
+                    files is None or any(f in fn for f in files))}
     external = sorted({b for bs in edges.values() for b in bs if b not in frames})
 
     def worst(fn, seen):
@@ -171,12 +178,13 @@ def build(cpu, cfg=None):
     with tempfile.TemporaryDirectory(prefix="es-fw-") as tmp:
         sizes = object_sizes(compile_objects(cpu, sources(C_SOURCES, f64=True), tmp))
         stack, external = stack_usage(tmp)
+        by_kind = {k: max(stack_usage(tmp, [k])[0].values()) for k in C_SOURCES}
         state = state_sizes(cpu, tmp)
     report = {"cpu": cpu, "compiler": gcc_version(), "flags": " ".join(CPUS[cpu] + CFLAGS),
               "objects": sizes, "common": _total(sizes, COMMON),
               "devices": {k: _total(sizes, sources([k])) for k in C_SOURCES},
               "float": {k: _total(sizes, FLOAT[k]) for k in C_SOURCES if FLOAT[k]},
-              "stack": stack, "stack_external_calls": external, "state": state}
+              "stack": stack, "stack_external_calls": external, "stack_by_kind": by_kind, "state": state}
     if cfg is not None:
         p = _params(cfg)
         kinds = [m["kind"] for m in p["mechs"]]
@@ -305,7 +313,10 @@ def _glue_lines(p):
     if any(m["kind"] == "profile" for m in mechs):
         f64 += ID_HELPER
     f64 += _update_lines(mechs, len(p["inputs"]), True)
-    if all(m["int_path"] for m in mechs):
+    if mechs[0]["kind"] == "phdstream":  # integer events only (es_phdstream_update_i32)
+        out += ["typedef int32_t es_dev_value_t; /* readings, then the op: +1 insert, -1 delete */"]
+        out += _update_lines(mechs, len(p["inputs"]), False)
+    elif all(m["int_path"] for m in mechs):
         out += ["#ifndef ES_CFG_DEVICE_F64", "typedef int32_t es_dev_value_t; /* ADC codes: no floating point */"]
         out += _update_lines(mechs, len(p["inputs"]), False) + ["#else"] + f64 + ["#endif"]
     else:
