@@ -1,0 +1,195 @@
+"""PHDStream on the C core (agent/c/es_phdstream.c): the payload entry equals
+agent/phdstream's byte for byte under the same seed (Simple, Block and tree
+counters, deletions, a full pool, a full batch, the replace relation), and a
+windowed stream gives the same frames on the cpython, native and qemu runtimes
+(one agent over every window)."""
+import random
+import shutil
+from fractions import Fraction
+
+import msgpack
+import numpy as np
+import pytest
+
+from edgesynth import agent, ccore
+from edgesynth.agent.errors import ConfigError, ReadingError, SealedError
+from edgesynth.agent.msgpack_out import Encoder
+from edgesynth.agent.phdstream import PHDStream
+from edgesynth.errors import InputError
+from edgesynth.firmware_shims.drbg import seeded_source
+from edgesynth.mechanisms.cdf.plan import plan_cdf
+from edgesynth.runtimes import native
+
+pytestmark = pytest.mark.skipif(not native.available(),
+                                reason="native core not built (no C compiler at install?)")
+COUNTERS = {"simple": {}, "block": {"block": 3}, "tree": {"horizon": 4}}
+
+
+def spec(**kw):
+    s = {"kind": "phdstream", "names": ["x", "y"], "lo": [0, 0], "hi": [64, 64], "depth": 6, "eps": [4, 1],
+         "counter": "simple", "max_nodes": 200, "batch_max": 1000, "snap": 3}
+    s.update(kw)
+    return s
+
+
+def config(s, relation="add-remove"):
+    m = PHDStream(s, 2 if relation == "replace" else 1)
+    return {"format": 1, "epsilon": list(m.budget()), "relation": relation, "mechanisms": [s]}
+
+
+def stream(steps, seed=5, first=120, per=40):
+    """Windows of events [x, y, op]: a drifting cluster (some readings outside
+    the box), deletions of earlier points."""
+    r = random.Random(seed)
+    live, out = [], []
+    for t in range(steps):
+        ev = []
+        for _ in range(first if t == 0 else per):
+            if live and r.random() < 0.3:
+                ev.append(live.pop(r.randrange(len(live))) + [-1])
+            else:
+                x = [int(r.gauss(10 + 5 * t, 8)), int(r.gauss(50 - 4 * t, 8))]
+                live.append(x)
+                ev.append(x + [1])
+        out.append(ev)
+    return out
+
+
+def py_payload(m):
+    chunks = []
+    enc = Encoder()
+    enc.reset(lambda buf, n: chunks.append(bytes(buf[:n])))
+    m.encode(enc)
+    return b"".join(chunks)
+
+
+class CState:
+    """One es_phdstream_t behind an es_agent_t (the native agent)."""
+
+    def __init__(self, s, seed, factor=1):
+        cfg = config(s, "replace" if factor == 2 else "add-remove")
+        self.mem_bytes = ccore.core_params(cfg)["mem_bytes"]
+        self.agent = native.NativeAgent(cfg, seed=seed)
+        self.state = self.agent.mechs[0].state
+
+    def update(self, events):
+        self.agent.update_rows(np.asarray(events, dtype=np.int64).reshape(-1, 3))
+
+    def release(self):
+        return self.agent.release()
+
+
+@pytest.mark.parametrize("counter", sorted(COUNTERS))
+@pytest.mark.parametrize("max_nodes,batch_max,factor", [(200, 1000, 1), (15, 1000, 1), (200, 30, 1), (40, 50, 2)])
+def test_c_payload_equals_python(counter, max_nodes, batch_max, factor):
+    """Every window's payload entry: the C frame carries agent/phdstream's
+    exact bytes; the pool fills (max_nodes 15, 40) and batches overflow
+    (batch_max 30, 50) as in Python, and the C memory is its counter_bytes."""
+    s = spec(counter=counter, max_nodes=max_nodes, batch_max=batch_max, **COUNTERS[counter])
+    m = PHDStream(s, factor)
+    m.draw_noise(seeded_source(b"phd-native"))
+    c = CState(s, b"phd-native", factor)
+    assert c.mem_bytes == (m.counter_bytes() + 3) // 4 * 4
+    for w, ev in enumerate(stream(10)):
+        if w:
+            c.agent.next_window()
+        for x in ev:
+            m.update(x)
+        c.update(ev)
+        m.step()
+        frame = c.release()
+        want = py_payload(m)
+        assert want in frame
+        assert msgpack.unpackb(msgpack.unpackb(frame)[2])["mechs"][0] == msgpack.unpackb(want)
+        assert c.release() == frame  # a repeated release: the same step, the same bytes
+        st = c.state
+        assert (st.used, st.refused_splits, st.refused_events, st.t) == (m.used, m.refused_splits,
+                                                                          m.refused_events, m.t)
+    if max_nodes < 100:
+        assert m.refused_splits > 0 and m.used == max_nodes - (max_nodes - 1) % 2
+    if batch_max < 40:
+        assert m.refused_events > 0
+
+
+def windows(steps=6, first_epoch=100, first_seq=3):
+    return [(first_epoch + 2 * w, first_seq + w, ev) for w, ev in enumerate(stream(steps, seed=9, per=60))]
+
+
+def cpython_frames(cfg, wins, seed, key=None):
+    a = None
+    out = []
+    for e, q, rows in wins:
+        if a is None:
+            a = agent.Agent(cfg, seed=seed, device_id="dev-1", epoch=e, seq=q, key=key)
+        else:
+            a.next_window(e)
+        for x in rows:
+            a.update(x)
+        out.append((e, bytes(a.release())))
+    return out
+
+
+@pytest.mark.parametrize("counter", sorted(COUNTERS))
+def test_windowed_frames_native_equal_cpython(counter):
+    """One agent over windows (epochs with a gap, seq + 1 each), keyed frames."""
+    cfg = config(spec(counter=counter, max_nodes=60, **COUNTERS[counter]))
+    wins = windows()
+    want = cpython_frames(cfg, wins, b"w-seed", key=b"k" * 32)
+    got = native.run_native_stream(cfg, [(e, q, np.array(r)) for e, q, r in wins], seed=b"w-seed",
+                                   device_id="dev-1", key=b"k" * 32)
+    assert got == want
+    assert [msgpack.unpackb(msgpack.unpackb(f)[2])["seq"] for _, f in got] == [3, 4, 5, 6, 7, 8]
+
+
+def test_native_agent_refuses_like_python():
+    """Bad ops and non-integers store nothing; updates after a release and a
+    next window before one are refused; phdstream runs alone."""
+    cfg = config(spec())
+    a = native.NativeAgent(cfg, seed=b"x")
+    p = agent.Agent(cfg, seed=b"x")
+    for bad in ([1, 2, 0], [1, 2, 2], [1, 2, True], [1.5, 2, 1]):
+        with pytest.raises(ReadingError):
+            a.update(bad)
+        with pytest.raises(ReadingError):
+            p.update(bad)
+    with pytest.raises(ReadingError, match="op must be 1"):
+        a.update_rows(np.array([[1, 2, 1], [3, 4, 0]]))
+    with pytest.raises(ConfigError, match="release this window"):
+        a.next_window()
+    a.update([3, 4, 1])
+    p.update([3, 4, 1])
+    assert a.release() == bytes(p.release())  # the refused events stored nothing
+    with pytest.raises(SealedError):
+        a.update([3, 4, 1])
+    with pytest.raises(ConfigError, match="epoch"):
+        a.next_window(0)
+    a.next_window(5)
+    a.update([3, 4, -1])
+    p.next_window(5)
+    p.update([3, 4, -1])
+    assert a.release() == bytes(p.release())
+    cdf = plan_cdf([0], [100], Fraction(1), 16, names=["z"])
+    with pytest.raises(ConfigError, match="runs alone"):
+        ccore.core_params(dict(cfg, mechanisms=[spec(), cdf["mechanisms"][0]]))
+    with pytest.raises(ConfigError, match="next_window serves a phdstream"):
+        native.NativeAgent(cdf, seed=b"x").next_window()
+
+
+def test_run_native_stream_input_errors():
+    cfg = config(spec())
+    with pytest.raises(InputError, match="op must be 1"):
+        native.run_native_stream(cfg, [(0, 0, np.array([[1, 2, 3]]))], seed=b"s")
+    with pytest.raises(InputError, match="invalid device config"):
+        native.run_native_stream(dict(cfg, epsilon=[1, 1]), [(0, 0, np.array([[1, 2, 1]]))], seed=b"s")
+
+
+@pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")),
+                    reason="qemu-system-arm or arm-none-eabi-gcc not installed")
+def test_windowed_frames_qemu_equal_cpython():
+    """The C core bare metal (Cortex-M4 under QEMU): the same frames."""
+    from edgesynth.runtimes.qemu import run_qemu_stream
+    cfg = config(spec(counter="block", block=3, max_nodes=60))
+    wins = windows(steps=4)
+    want = cpython_frames(cfg, wins, b"q-seed")
+    got = run_qemu_stream(cfg, [(e, q, np.array(r)) for e, q, r in wins], seed=b"q-seed", device_id="dev-1")
+    assert got == want
