@@ -11,6 +11,7 @@ import msgpack
 import numpy as np
 import pytest
 
+import edgesynth as es
 from edgesynth import agent, ccore
 from edgesynth.agent.errors import ConfigError, ReadingError, SealedError
 from edgesynth.agent.msgpack_out import Encoder
@@ -183,13 +184,30 @@ def test_run_native_stream_input_errors():
         native.run_native_stream(dict(cfg, epsilon=[1, 1]), [(0, 0, np.array([[1, 2, 1]]))], seed=b"s")
 
 
-@pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")),
-                    reason="qemu-system-arm or arm-none-eabi-gcc not installed")
-def test_windowed_frames_qemu_equal_cpython():
-    """The C core bare metal (Cortex-M4 under QEMU): the same frames."""
-    from edgesynth.runtimes.qemu import run_qemu_stream
+START = 1_700_000_000  # a multiple of the 100 s window
+QEMU = shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")
+
+
+def table(n=150, seed=4):
+    """Columns x, y, op ("insert"/"delete") and t over 5 windows of 100 s, the
+    third empty."""
+    ev = [x for w in stream(3, seed=seed, first=n // 3, per=n // 3) for x in w]
+    t = np.sort(np.random.default_rng(seed).uniform(START, START + 400, len(ev)))
+    t[t >= START + 200] += 100
+    return {"x": [e[0] for e in ev], "y": [e[1] for e in ev], "op": ["insert" if e[2] > 0 else "delete" for e in ev],
+            "t": t}
+
+
+@pytest.mark.parametrize("runtime", ["native", pytest.param("qemu", marks=pytest.mark.skipif(
+    not QEMU, reason="qemu-system-arm or arm-none-eabi-gcc not installed"))])
+def test_simulate_windows_runtimes_equal_cpython(runtime):
+    """es.simulate_windows: one agent, one frame per window (the empty one
+    too), the same bytes on the C core natively and bare metal (Cortex-M4
+    under QEMU) as on cpython."""
     cfg = config(spec(counter="block", block=3, max_nodes=60))
-    wins = windows(steps=4)
-    want = cpython_frames(cfg, wins, b"q-seed")
-    got = run_qemu_stream(cfg, [(e, q, np.array(r)) for e, q, r in wins], seed=b"q-seed", device_id="dev-1")
-    assert got == want
+    data = table()
+    want = es.simulate_windows(cfg, data, "t", 100, START, START + 500, b"sim-seed", op="op")
+    got = es.simulate_windows(cfg, data, "t", 100, START, START + 500, b"sim-seed", op="op", runtime=runtime)
+    assert len(want) == 5 and got == want
+    one = es.simulate(cfg, data, b"sim-seed", op="op", epoch=4, seq=9)  # no windows: one step
+    assert es.simulate(cfg, data, b"sim-seed", op="op", epoch=4, seq=9, runtime=runtime) == one

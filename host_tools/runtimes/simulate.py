@@ -16,8 +16,8 @@ from edgesynth.config import with_names
 from edgesynth.errors import InputError
 from edgesynth.runtimes.cpython import run_cpython, run_cpython_stream
 from edgesynth.runtimes.micropython import publish_micropython, run_micropython, run_micropython_stream
-from edgesynth.runtimes.native import run_native
-from edgesynth.runtimes.qemu import run_qemu
+from edgesynth.runtimes.native import run_native, run_native_stream
+from edgesynth.runtimes.qemu import run_qemu, run_qemu_stream
 from edgesynth.runtimes.vectorized import run_numpy
 
 RUNTIMES = ("cpython", "numpy", "micropython", "native", "qemu")
@@ -131,12 +131,14 @@ def simulate_stream(cfg, windows, columns, runtime="cpython", seed=None, device_
     ``windows`` [(epoch, seq, rows (k, channels + op))], ONE agent (seeded
     with ``seed`` itself) on ``runtime``: byte-identical across runtimes.
     numpy runs the agent's own update (a batch is codes and signs: nothing
-    to vectorise), native and qemu are the C core's (not yet)."""
+    to vectorise), native and qemu the C core (agent/c/es_phdstream.c)."""
     if runtime not in RUNTIMES:
         raise InputError("runtime %r is not available (choose from %s)" % (runtime, ", ".join(RUNTIMES)))
-    if runtime in ("native", "qemu"):
-        raise InputError("the %s runtime does not run phdstream yet; use cpython or micropython" % runtime)
     cfg = with_names(cfg, columns)
+    if runtime == "native":
+        return run_native_stream(cfg, windows, seed=seed, device_id=device_id, key=key, progress=progress)
+    if runtime == "qemu":
+        return run_qemu_stream(cfg, windows, cpu=cpu, seed=seed, device_id=device_id, key=key, progress=progress)
     blocks = [(e, q, as_readings(rows, cfg)) for e, q, rows in windows]
     if runtime == "micropython":
         return run_micropython_stream(cfg, blocks, heap, seed=seed, device_id=device_id, key=key,
