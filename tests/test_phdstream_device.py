@@ -130,6 +130,8 @@ def test_dense_equals_efficient_under_shared_noise(counter, extra, max_nodes):
         got_bits = [m.bits[i >> 3] >> (i & 7) & 1 for i in range(m.nv)]
         assert got_bits == bits
         assert list(m.ys[:m.nl]) == ys
+        for v, k, p in union_nodes(m):
+            assert m.cn[v] == ref.cn[(k, p)]
         g = exact_g(m)
         masses = ref.masses()
         for v, val in g.items():
