@@ -1,11 +1,14 @@
-"""PHDStream's host post-processing (edgesynth.mechanisms.phdstream.tree and
-.metric): Ext_T against its definition, consistency of G, the sampler's
-counts per leaf and the paper's range-query metric on hand-checked cases."""
+"""PHDStream's host post-processing (edgesynth.mechanisms.phdstream.tree,
+.generator and .metric): Ext_T against its definition, consistency of G,
+the sampler's counts per leaf (float boxes and the stream generator's
+integer cells), the generator file's checks and the paper's range-query
+metric on hand-checked cases."""
+import msgpack
 import numpy as np
 import pytest
 
-from edgesynth.errors import EvaluationInputError
-from edgesynth.mechanisms.phdstream import metric, tree
+from edgesynth.errors import EvaluationInputError, InputError
+from edgesynth.mechanisms.phdstream import generator, metric, tree
 
 
 def _random_tree(rng, beta, n_splits):
@@ -219,3 +222,69 @@ def test_metric_on_a_sample_of_the_truth_is_small_and_on_nothing_is_one():
     pts, _ = tree.sample(blo[leaves], bhi[leaves], mass, rng)
     assert pts.shape[0] == truth.shape[0]
     assert metric.relative_error(t, metric.range_counts(pts, rects), truth.shape[0]) < 0.15
+
+
+def _stream_gen(level, path, mass, lo=(0, 0), hi=(255, 255)):
+    """A stream generator of one step (step 1) with the given leaf cells."""
+    st = generator.Stream("d", [1], [0, len(level)], level, path, mass, 0)
+    return generator.Generator(["x0", "x1"], list(lo), list(hi), [st], {})
+
+
+def test_stream_sampler_draws_uniform_integers_of_each_cell():
+    # the root split on x0: cell 0 holds 0..127, cell 1 holds 128..255 (the top face hi = 255 in it)
+    gen = _stream_gen([1, 1], [0, 1], [3.2, 20000.0])
+    assert gen.population(1) == 4 + 20000
+    rows = np.concatenate(list(gen.blocks(None, np.random.default_rng(3), 1)))
+    left = rows[rows[:, 0] < 128]
+    assert len(left) == 4 and np.all(rows == np.floor(rows))
+    right = rows[rows[:, 0] >= 128]
+    assert right[:, 0].min() == 128 and right[:, 0].max() == 255 and right[:, 1].min() == 0 \
+        and right[:, 1].max() == 255
+    # 128 x 256 equally likely values: each channel's mean within 5 sd of the centre
+    sd = np.sqrt((128 ** 2 - 1) / 12 / 20000), np.sqrt((256 ** 2 - 1) / 12 / 20000)
+    assert abs(right[:, 0].mean() - 191.5) < 5 * sd[0] and abs(right[:, 1].mean() - 127.5) < 5 * sd[1]
+    # a cell narrower than one integer holds its rounded centre (as PrivHP's integer channels)
+    # cell 200 of 256 on both channels of span 3: 2.34..2.36, no integer; its centre rounds to 2
+    path = 0
+    for bit in range(7, -1, -1):
+        b = (200 >> bit) & 1
+        path = path << 2 | b << 1 | b
+    deep = _stream_gen([16], [path], [2.0], hi=(3, 3))
+    rows = np.concatenate(list(deep.blocks(None, np.random.default_rng(0), 1)))
+    assert rows.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+def test_apportion_is_exact_at_the_population_and_proportional_otherwise():
+    w = np.array([3, 1, 0, 5], dtype=np.int64)
+    assert generator._apportion(9, w).tolist() == [3, 1, 0, 5]
+    assert generator._apportion(10, w[:2]).tolist() == [8, 2]  # 7.5 and 2.5: the tie to the earlier leaf
+    assert generator._apportion(0, w).tolist() == [0, 0, 0, 0]
+    big = generator._apportion(10 ** 9 - 1, np.array([1, 2], dtype=np.int64))
+    assert big.sum() == 10 ** 9 - 1 and big.tolist() == [333333333, 666666666]
+
+
+def test_stream_sampler_refusals():
+    gen = _stream_gen([1, 1], [0, 1], [-2.0, 0.0])
+    assert gen.population(1) == 0 and list(gen.blocks(None, np.random.default_rng(0), 1)) == []
+    with pytest.raises(InputError, match="no positive mass"):
+        gen.blocks(5, np.random.default_rng(0), 1)
+    with pytest.raises(InputError, match="no step 2"):
+        gen.blocks(None, np.random.default_rng(0), 2)
+    with pytest.raises(InputError, match="one step at a time"):
+        gen.sample(3, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: m["streams"][0].update(offsets=np.array([0, 5], "<u8").tobytes()),   # past the cells
+    lambda m: m["streams"][0].update(steps=np.array([0], "<u8").tobytes()),        # step 0
+    lambda m: m["streams"][0].update(level=np.array([1, 40], "<u1").tobytes()),    # deeper than 28
+    lambda m: m["streams"][0].update(path=np.array([0, 2], "<u4").tobytes()),      # path longer than its level
+    lambda m: m["streams"][0].update(mass=np.array([1.0, np.nan]).tobytes()),
+    lambda m: m.update(hi=[0, 255]),
+    lambda m: m["streams"][0].pop("mass"),
+])
+def test_a_damaged_generator_file_is_refused(change):
+    m = msgpack.unpackb(_stream_gen([1, 1], [0, 1], [3.0, 4.0]).to_bytes())
+    change(m)
+    with pytest.raises(InputError, match="phdstream generator"):
+        generator.Generator.from_bytes(msgpack.packb(m), "g")
