@@ -31,8 +31,9 @@ extern "C" {
                              no board entropy source, or the reseed interval    */
 #define ES_E_RANGE   (-6) /* a noise draw beyond +-2**29 (probability < e**-127) */
 #define ES_E_SINK    (-7) /* the output sink failed or the buffer is too small   */
-#define ES_E_INPUT   (-8) /* a reading the core cannot take (a bin beyond K; in
-                             the generated glue, an id that is not an integer) */
+#define ES_E_INPUT   (-8) /* a reading the core cannot take (a bin beyond K; a
+                             phdstream op other than +1/-1; in the generated
+                             glue, an id that is not an integer) */
 #define ES_E_NOISE   (-9) /* update or release of a state whose noise was never
                              drawn (es_agent_init failed or was not called)     */
 
