@@ -18,7 +18,7 @@ import msgpack
 import numpy as np
 
 from edgesynth.errors import InputError, MergeError, SchemaError
-from edgesynth.genfile import read_file_map
+from edgesynth.genfile import MAX_FILE, read_file_map
 from edgesynth.mechanisms.integers import cell_integers, draw
 from edgesynth.mechanisms.phdstream.mirror import Mirror
 from edgesynth.mechanisms.phdstream.tree import point_counts
@@ -30,6 +30,7 @@ FORMAT = 1
 FILE_KIND = "edgesynth-phdstream-generator"
 SAMPLE_BLOCK = 1 << 20  # rows per block: bounds memory for any n
 MAX_STEP_ROWS = 10 ** 9 - 1
+FILE_BYTES_PER_CELL = 13  # a leaf of a step in the file: level u8, path u32, mass f64
 MAX_LISTED = 32         # absent step ranges listed per stream in the summary
 
 
@@ -295,6 +296,11 @@ def build(merges, windows, force_sum=False):
     for device, epoch, state in windows:
         by_device.setdefault(device, []).append((epoch, state))
     streams = [replay(dev, by_device[dev]) for dev in sorted(by_device)]
+    cells = sum(s.level.size for s in streams)
+    if FILE_BYTES_PER_CELL * cells > MAX_FILE:  # a larger file would not load again
+        raise InputError("the streams hold %d leaves over their steps, about %d MiB of generator file: above "
+                         "its %d MiB; assemble fewer windows or devices at a time"
+                         % (cells, FILE_BYTES_PER_CELL * cells >> 20, MAX_FILE >> 20))
     first = windows[0][2]
     p = first.params
     d = len(p.lo)
