@@ -166,14 +166,15 @@ int es_agent_seal(es_agent_t *a)
     return ES_OK;
 }
 
-long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
+/* The frame of a sealed agent. Apart from es_agent_release so that its
+ * encoder is not on the stack while a continual mechanism steps. */
+#ifdef __GNUC__
+__attribute__((noinline))
+#endif
+static long stream_frame(es_agent_t *a, es_sink_fn sink, void *ctx)
 {
     es_enc_t e;
-    size_t size;
-    int st = es_agent_seal(a);
-    if (st != ES_OK)
-        return st;
-    size = payload_size(a);
+    size_t size = payload_size(a);
     if (a->has_key)
         es_hmac_start(&a->mac);
     es_enc_reset(&e, sink, ctx, a->has_key ? &a->mac : NULL);
@@ -194,6 +195,12 @@ long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
     }
     es_enc_flush(&e);
     return e.err ? e.err : (long)e.n;
+}
+
+long es_agent_release(es_agent_t *a, es_sink_fn sink, void *ctx)
+{
+    int st = es_agent_seal(a);
+    return st != ES_OK ? st : stream_frame(a, sink, ctx);
 }
 
 typedef struct {

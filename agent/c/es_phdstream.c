@@ -215,11 +215,19 @@ static int64_t dlap(es_phdstream_t *m, uint64_t num, uint64_t den)
     return es_dlap(&m->rng, num, den);
 }
 
+/* kept out of the step's frame: its locals then sit on the stack only during
+ * a leaf's count, not below every split test's noise draw */
+#ifdef __GNUC__
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+
 /* Activate node v's counter with this step's signed count h; the increment of
  * its output (agent/phdstream/counters.py). Counter time is the node's
  * activation count. Raw sums and noisy running values saturate at +-2**27
  * after each addition, as in Python. */
-static int64_t count(es_phdstream_t *m, uint32_t v, int64_t h)
+static NOINLINE int64_t count(es_phdstream_t *m, uint32_t v, int64_t h)
 {
     const es_phdstream_cfg_t *c = m->cfg;
     if (c->counter == ES_PHD_SIMPLE)
