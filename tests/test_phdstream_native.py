@@ -176,6 +176,33 @@ def test_native_agent_refuses_like_python():
         native.NativeAgent(cdf, seed=b"x").next_window()
 
 
+def test_fallback_without_the_core_gives_the_same_frames(monkeypatch):
+    """Where the extension is not built, the native runtime is the Python
+    agent (with a warning): the same bytes."""
+    cfg = config(spec(counter="tree", horizon=4, max_nodes=60))
+    wins = windows(steps=3)
+    want = cpython_frames(cfg, wins, b"f-seed")
+    monkeypatch.setattr(native, "lib", None)
+    with pytest.warns(RuntimeWarning, match="not built"):
+        got = native.run_native_stream(cfg, [(e, q, np.array(r, dtype=float)) for e, q, r in wins],
+                                       seed=b"f-seed", device_id="dev-1")
+    assert got == want
+
+
+@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="arm-none-eabi-gcc not installed")
+def test_firmware_build_sizes_a_phdstream_device():
+    """edgesynth firmware build --config: RAM = the pool's memory + the state
+    structs; the phdstream chain (step below the release) is the deepest."""
+    from edgesynth.targets.firmware import build
+    cfg = config(spec(counter="block", block=8, max_nodes=1000, batch_max=500))
+    r = build("cortex-m0plus", cfg)
+    st = r["state"]
+    assert r["config"]["kinds"] == ["phdstream"] and not r["config"]["float"]
+    assert r["counters_bytes"] == ccore.core_params(cfg)["mem_bytes"] == 1000 * 56 + 500 * 4 + 752
+    assert r["ram_bytes"] == r["counters_bytes"] + st["es_phdstream_t"] + st["es_agent_t"]
+    assert r["stack_by_kind"]["phdstream"] == max(r["stack"].values()) > r["stack_by_kind"]["privhp"]
+
+
 def test_run_native_stream_input_errors():
     cfg = config(spec())
     with pytest.raises(InputError, match="op must be 1"):

@@ -270,7 +270,14 @@ class FallbackAgent:
         self._a.update(x)
 
     def update_rows(self, data):
-        ingest_agent(self._a, np.asarray(data))
+        data = np.asarray(data)
+        if self._a.continual:  # phdstream: the agent's own update per event (a batch has nothing to vectorise)
+            if data.dtype.kind == "f" and np.all(data == np.floor(data)) and np.all(np.abs(data) < 2 ** 53):
+                data = data.astype(np.int64)
+            for x in data.tolist():
+                self._a.update(x)
+            return
+        ingest_agent(self._a, data)
 
     def release(self):
         return bytes(self._a.release())
