@@ -271,11 +271,27 @@ def _jsonable(o):
               help="The device also publishes its frames (mqtt: agent/transport, micropython): the transport's "
                    "measured heap and a buffer of the largest frame come off --ram before the counters are "
                    "chosen; the config gets a device.mqtt block sizing its outbox (edgesynth docs transport).")
+@click.option("--depth", default=None, type=click.IntRange(1, 28),
+              help="phdstream: depth D of the public binary tree (default min(20, the sum over channels of "
+                   "floor(log2(HI - LO))): no cell narrower than one unit).")
+@click.option("--counter", default="simple", show_default=True,
+              help="phdstream: leaf counters: simple, block:K or tree[:T] (T a power of 2, default 128).")
+@click.option("--max-events", default=None, type=click.IntRange(1, 2 ** 22),
+              help="phdstream: public bound on events per window (e.g. a fixed sample rate): the batch holds N "
+                   "and the guarantee is the full --epsilon over streams that respect it. Without it a quarter "
+                   "of the state's RAM goes to the batch and the mechanism runs at epsilon/2 (an overflowing "
+                   "window costs twice).")
+@click.option("--snap", default=16, show_default=True, type=click.IntRange(1, 2 ** 30),
+              help="phdstream: a full snapshot rides with every S-th frame (a host that missed frames resyncs "
+                   "there).")
+@click.option("--op-name", default="op", show_default=True,
+              help="phdstream: name of the op column (+1 insert, -1 delete) in the device's readings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Config file to write (JSON); '-' for stdout (the summary then goes to stderr).")
 def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, integer, n_max, sketch,
-         j, clamp_share, uniform_split, hash_seed, relation, device_runtime, transport, as_json, output):
+         j, clamp_share, uniform_split, hash_seed, relation, device_runtime, transport, depth, counter, max_events,
+         snap, op_name, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
@@ -286,7 +302,8 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
                   integer=integer or None, bins=bins,
                   branching=branching or None, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max,
                   sketch=sketch, rows=j, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
-                  relation=relation, device_runtime=device_runtime, transport=transport)
+                  relation=relation, device_runtime=device_runtime, transport=transport, depth=depth,
+                  counter=counter, max_events=max_events, snap=snap, op_name=op_name)
     es.write_config(output, cfg)
     m, p = cfg["mechanisms"][0], cfg["plan"]
     if as_json:
@@ -309,6 +326,11 @@ def _plan_line(m, p, output):
         return ("wrote %s: privhp r=%d k=%d w=%d j=%d %s; counters %d B, expected peak %d B of %d B"
                 % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
                    p["expected_peak_bytes"], p["ram_bytes"])) + _resolution_text(m, p)
+    if m["kind"] == "phdstream":
+        return ("wrote %s: phdstream depth %d, %s counter, pool of %d nodes, batch of %d events; arrays %d B, "
+                "expected peak %d B of %d B\n  guarantee: %s"
+                % (output, m["depth"], p["counter"], m["max_nodes"], m["batch_max"], p["counter_bytes"],
+                   p["expected_peak_bytes"], p["ram_bytes"], p["guarantee"]))
     if m["kind"] == "cdf":
         line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (
             output, m["bins"], "" if p["bins_choice"] == "given" else " (%s)" % p["bins_choice"],

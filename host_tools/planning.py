@@ -23,6 +23,7 @@ from edgesynth.config import combine as combine_configs
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.mechanisms.integers import positions
+from edgesynth.mechanisms.phdstream.plan import plan_phdstream
 from edgesynth.mechanisms.privhp.plan import plan_privhp
 from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
 from edgesynth.ram import TRANSPORT_SLOTS, frame_bound, parse_size, transport_heap
@@ -129,7 +130,7 @@ def _domain(value):
 def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, integer=None, bins=None,
          branching=None, domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None,
          clamp_share="1/50", uniform_split=False, hash_seed=None, relation="add-remove", device_runtime="micropython",
-         transport=None):
+         transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op"):
     """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
 
     bounds: the public range of each channel, never read off the data (privhp
@@ -146,7 +147,9 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         that does not fit; with sample_bits and no domain, the largest
         sampled range [0, n) that fits.
     mechanism: "privhp" (joint distribution of up to a few channels), "cdf"
-        (per-channel CDFs) or "profile" (how many ids occur t times).
+        (per-channel CDFs), "profile" (how many ids occur t times) or
+        "phdstream" (a changing population released window after window:
+        insertions and deletions, continual; docs/mechanisms/phdstream.md).
     names: channel names (list or "a,b"; default x0, x1, ...; profile: one).
     integer: the integer channels (privhp, cdf), e.g. ["count"] or
         "temp,count" (names, or 0-based positions): readings and synthetic
@@ -180,6 +183,16 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         {"mqtt": {...}} block sizes the device's Publisher and outbox (add
         "host" before deploying; docs/transport.md).
 
+    phdstream (needs bounds, integer: the box is integer, and ram): depth
+        D of the public binary tree (default min(20, the sum over channels
+        of floor(log2(hi - lo))): no cell narrower than one unit); counter
+        "simple", "block:K" or "tree[:T]"; max_events N: the public bound
+        on events per window (batch_max = N, the mechanism runs at the full
+        epsilon), or None (a quarter of the state's bytes for the batch, and
+        epsilon/2 since an overflowing window costs twice); snap: snapshot
+        period in steps; op_name: the op column of the device's readings.
+        The node pool takes the rest of ``ram``.
+
     Raises InputError (with what is needed and what is given) when the plan
     cannot fit ``ram`` or an option is malformed.
     """
@@ -191,10 +204,13 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
     args = dict(bounds=bounds, eps=eps, mechanism=mechanism, names=names, integer=integer, bins=bins,
                 branching=branching, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max, sketch=sketch,
                 rows=rows, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
-                relation=relation, device_runtime=device_runtime)
+                relation=relation, device_runtime=device_runtime, depth=depth, counter=counter,
+                max_events=max_events, snap=snap, op_name=op_name)
     if transport is None:
         return _plan(ram_bytes, **args)
     _one_of(transport, TRANSPORTS, "--transport")
+    if mechanism == "phdstream":
+        raise InputError("--transport is not planned for phdstream yet: its frames grow with the tree")
     if device_runtime != "micropython":
         raise InputError("--transport %s is the MicroPython device's (agent/transport); the C core has none"
                          % transport)
@@ -244,8 +260,12 @@ def _with_transport(ram_bytes, transport, args):
 
 
 def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching, domain, cap, sample_bits, n_max,
-          sketch, rows, clamp_share, uniform_split, hash_seed, relation, device_runtime):
+          sketch, rows, clamp_share, uniform_split, hash_seed, relation, device_runtime, depth, counter, max_events,
+          snap, op_name):
     names = _names(names)
+    if mechanism == "phdstream":
+        return _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_runtime, depth, counter,
+                               max_events, snap, op_name)
     bins = _int_in(bins, 2, MAX_BINS, "--bins")
     cap = _int_in(cap, 1, MAX_CAP, "--cap")
     sample_bits = _int_in(sample_bits, None, None, "--sample-bits")  # the planner checks its range
@@ -271,6 +291,25 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
     return plan_privhp(lo, hi, eps, ram_bytes, names=names, n_max=n_max, sketch=_one_of(sketch, SKETCHES, "--sketch"),
                        j=rows, clamp_share=_share(clamp_share), uniform_split=bool(uniform_split),
                        hash_seed=hash_seed, relation=relation, runtime=device_runtime)
+
+
+def _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_runtime, depth, counter, max_events,
+                    snap, op_name):
+    if bounds is None or ram_bytes is None:
+        raise InputError("--mechanism phdstream needs --bounds and --ram")
+    if integer is not None:
+        raise InputError("--integer is implied for phdstream: every channel is integer")
+    try:  # every channel is integer: the device's box is integer (bounds in the channel's units, e.g. metres)
+        n = len(split_bounds(bounds) if isinstance(bounds, str) else bounds)
+    except TypeError:
+        raise InputError("--bounds must be 'LO:HI,...', a list of (lo, hi) pairs or a dict of them")
+    lo, hi, names = _bounds(bounds, names, list(range(n)))
+    if not isinstance(op_name, str) or not 0 < len(op_name) <= 64 or "\x00" in op_name:
+        raise InputError("--op-name must be a short column name")
+    return plan_phdstream(lo, hi, eps, ram_bytes, names=names, op_name=op_name,
+                          depth=_int_in(depth, 1, 28, "--depth"), counter=counter,
+                          max_events=_int_in(max_events, 1, 2 ** 22, "--max-events"),
+                          snap=_int_in(snap, 1, 2 ** 30, "--snap"), relation=relation, runtime=device_runtime)
 
 
 def combine(configs):

@@ -33,9 +33,15 @@ C_CORE_OVERHEAD = 1536
 # bits) opens at the 301st name, and a run that opens it after construction
 # needs that block contiguous in a fragmented heap: 5-12 KiB more
 # (benchmarks/RESULTS.md). The base assumes the grid's runs stay below it.
+# phdstream: its modules (the step code, the DRBG and noise code it keeps)
+# and the step's transients, from benchmarks/bench_phdstream_memory.py's
+# continual runs of several windows with deletions; its construction's
+# zero buffers are charged apart (heap_need's ``transient``).
 RUNTIME_OVERHEAD = {
-    "micropython": {"cms": 20 * 1024, "cs": 22 * 1024, "cdf": 20 * 1024, "profile": 21 * 1024},
-    "c": {"cms": C_CORE_OVERHEAD, "cs": C_CORE_OVERHEAD, "cdf": C_CORE_OVERHEAD, "profile": C_CORE_OVERHEAD},
+    "micropython": {"cms": 20 * 1024, "cs": 22 * 1024, "cdf": 20 * 1024, "profile": 21 * 1024,
+                    "phdstream": 31 * 1024},
+    "c": {"cms": C_CORE_OVERHEAD, "cs": C_CORE_OVERHEAD, "cdf": C_CORE_OVERHEAD, "profile": C_CORE_OVERHEAD,
+          "phdstream": C_CORE_OVERHEAD},
 }
 
 
@@ -59,7 +65,7 @@ TRANSPORT_SLOTS = 16
 # unpacks (PrivHP: one per tree level and sketch row, the row's 4 or 8 hash
 # parameters in it; CDF: one per channel and level). Linear upper fits, in
 # multiples of 32 B, of bench_memory.py's grids.
-SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (0, 0)}
+SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (0, 0), "phdstream": (256, 0)}
 
 
 # MicroPython's GC keeps 2 allocation-table bits and 1 finaliser bit per
@@ -180,19 +186,21 @@ def _no_noise(mechs):
     """Agent's ``restore``: keep the freshly allocated (zero) counters."""
 
 
-def heap_need(counters, runtime, kind, channels=0, arrays=0):
+def heap_need(counters, runtime, kind, channels=0, arrays=0, transient=0):
     """Device RAM in bytes for one state of mechanism ``kind`` ("cms", "cs"
-    for PrivHP, "cdf", "profile") of ``counters`` bytes: what --ram is
-    checked against.
+    for PrivHP, "cdf", "profile", "phdstream") of ``counters`` bytes: what
+    --ram is checked against.
 
     c: counters + C_CORE_OVERHEAD. micropython: the GC pool holds the
-    counters, the measured base RUNTIME_OVERHEAD["micropython"][kind] and the
-    shape terms (SHAPE_BYTES per channel and per counter array); the heap adds
-    the GC's tables (2.3% of the heap, so of the counters too: a constant
-    charge alone would fall short for large states).
+    counters, the measured base RUNTIME_OVERHEAD["micropython"][kind], the
+    shape terms (SHAPE_BYTES per channel and per counter array) and
+    ``transient`` bytes live beside them at the peak (phdstream: the zero
+    buffers its largest arrays are built from, which do not halve on 32
+    bits); the heap adds the GC's tables (2.3% of the heap, so of the
+    counters too: a constant charge alone would fall short for large states).
     """
     base = RUNTIME_OVERHEAD[runtime][kind]
     if runtime == "c":
         return counters + base
     per_channel, per_array = SHAPE_BYTES[kind]
-    return mcu_heap(counters + base + per_channel * channels + per_array * arrays)
+    return mcu_heap(counters + base + per_channel * channels + per_array * arrays + transient)

@@ -60,6 +60,7 @@ FUNCTION_LEVEL = {
     (AGENT + ".device", AGENT + ".msgpack_out"): RELEASE,
     (AGENT + ".device", AGENT + ".cdf"): HEAP + " (a PrivHP-only device never loads the CDF code)",
     (AGENT + ".device", AGENT + ".profile"): HEAP + " (a PrivHP-only device never loads the profile code)",
+    (AGENT + ".device", AGENT + ".phdstream"): HEAP + " (a PrivHP-only device never loads the PHDStream code)",
     (AGENT + ".device", AGENT + ".privhp.block"): HEAP + " (update_block and the numeric facade)",
     (AGENT + ".spec", AGENT + ".dlap"): UNLOAD + "; the sampler loads only when noise is drawn (not on restore)",
     (AGENT + ".main_loop", AGENT + ".ledger"): HEAP + " (the ledger and persistence: a \"state\" block)",
