@@ -176,6 +176,25 @@ def test_native_agent_refuses_like_python():
         native.NativeAgent(cdf, seed=b"x").next_window()
 
 
+def test_c_agent_keeps_a_continual_state_alone():
+    """es_agent_init refuses phdstream beside another state; next window is
+    for continual agents only, after a release, with a later epoch."""
+    from edgesynth.runtimes._es_native import ffi, lib
+    phd = native.NativeAgent(config(spec()), seed=b"x")
+    cdf = native.NativeAgent(plan_cdf([0], [100], Fraction(1), 16, names=["z"]), seed=b"x")
+    a = ffi.new("es_agent_t *")
+    rng = ffi.new("es_drbg_t *")
+    assert lib.es_drbg_seeded(rng, b"x", 1) == 0
+    bases = ffi.new("es_mech_t *[]", [phd.mechs[0].base, cdf.mechs[0].base])
+    assert lib.es_agent_init(a, bases, 2, 1, 2, 1, b"dev", 3, 0, 0, ffi.NULL, 0, rng) == native.ES_E_CONFIG
+    cdf.release()
+    assert lib.es_agent_next_window(cdf._agent, 1) == native.ES_E_CONFIG
+    assert lib.es_agent_next_window(phd._agent, 1) == native.ES_E_SEALED  # not released yet
+    phd.release()
+    assert lib.es_agent_next_window(phd._agent, 0) == native.ES_E_CONFIG  # epoch not above 0
+    assert lib.es_agent_next_window(phd._agent, 1) == 0 and (phd._agent.epoch, phd._agent.seq) == (1, 1)
+
+
 def test_fallback_without_the_core_gives_the_same_frames(monkeypatch):
     """Where the extension is not built, the native runtime is the Python
     agent (with a warning): the same bytes."""
