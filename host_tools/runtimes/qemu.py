@@ -11,6 +11,11 @@ board's entropy hook, which reads entropy.bin: fresh host entropy
 (``os.urandom``) written for that run only. Static RAM (counters, state, stack reserve)
 must fit the board's RAM, or the link fails: a config too large for the board
 is refused with the linker's own figure.
+
+A continual (phdstream) config runs as one agent over many windows
+(``run_qemu_stream``): the harness reads win.bin (each window's epoch and
+event count), releases one frame per window (the window's step) and opens the
+next; out.bin holds the frames, each after its uint32 little-endian length.
 """
 import os
 import string
