@@ -7,12 +7,15 @@ in the C core (agent/c/es_<name>.c):
 - ``plan``: the public parameters for an epsilon and a RAM budget;
 - ``vector``: numpy ingestion, the effect of the device's ``update`` per row;
 - ``generator``: assembly from merged states and the saved generator file;
-- its own host algorithms (privhp: growth; cdf: estimate; profile: invert).
+- its own host algorithms (privhp: growth; cdf: estimate; profile: invert;
+  phdstream: mirror, tree, metric).
 
 Each package's ``__init__`` exposes ``KIND``, ``State``, ``Generator``,
 ``assemble`` (from releases), ``build`` (from a running merge, edgesynth.merge)
-and ``ingest``. Adding a mechanism is a package here, one in
-agent/ (named in agent.wire.MECHANISMS) and one line in REGISTRY.
+and ``ingest``; phdstream, a continual mechanism whose windows are replayed in
+order and never summed, has no ``vector``/``ingest`` (its readings reach a
+device through the agent). Adding a mechanism is a package here, one in
+agent/ (named in agent.wire.MECHANISMS) and one line in _PACKAGES.
 """
 from edgesynth.agent.wire import MECHANISMS
 from edgesynth.errors import InputError, MergeError
