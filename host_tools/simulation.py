@@ -111,16 +111,24 @@ def _with_ops(cfg, data, x, cols, kept, op, columns):
             if op in [c for c, _ in column_map(cfg, columns)]:
                 raise InputError("--op-column %r is also in --columns" % op)
             op = pick(data, op, "data")
-        values = list(op)
-        if len(values) != kept.size:
-            raise InputError("op has %d values for %d readings" % (len(values), kept.size))
         rows = np.flatnonzero(kept)
-        ops = np.empty(rows.size)
-        for j, i in enumerate(rows):
-            try:
-                ops[j] = parse_op(values[i])
-            except ValueError as e:
-                raise InputError("reading %d: %s" % (i, e))
+        if isinstance(op, np.ndarray) and op.dtype.kind in "iuf":  # a numeric column: checked at once
+            if op.shape != kept.shape:
+                raise InputError("op has %d values for %d readings" % (op.size, kept.size))
+            ops = op[rows].astype(np.float64)
+            bad = np.flatnonzero((ops != 1) & (ops != -1))
+            if bad.size:
+                raise InputError("reading %d: op %r is not +1/-1 or insert/delete" % (rows[bad[0]], ops[bad[0]]))
+        else:  # text or mixed values, one by one
+            values = list(op)
+            if len(values) != kept.size:
+                raise InputError("op has %d values for %d readings" % (len(values), kept.size))
+            ops = np.empty(rows.size)
+            for j, i in enumerate(rows):
+                try:
+                    ops[j] = parse_op(values[i])
+                except ValueError as e:
+                    raise InputError("reading %d: %s" % (i, e))
     return np.column_stack([x, ops]), list(cols) + [_op_name(cfg)]
 
 

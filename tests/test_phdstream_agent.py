@@ -138,6 +138,26 @@ def test_ledger_refuses_phdstream(tmp_path):
     assert not list(tmp_path.iterdir())        # nothing written
 
 
+def test_main_loop_keeps_one_agent(tmp_path, monkeypatch):
+    """The device main loop runs a phdstream config as one state: one step
+    per release period, epochs and seqs counting up."""
+    import json
+
+    from edgesynth.agent import main_loop
+    from edgesynth.agent.shims import shim
+    cfg = config()
+    cfg["device"] = {"sample_ms": 1000, "release_ms": 5000, "out": str(tmp_path / "frames.bin"), "first_epoch": 3}
+    (tmp_path / "device.json").write_text(json.dumps(cfg))
+    ev = events(np.random.default_rng(4), 23)
+    (tmp_path / "rec.csv").write_text("".join("%d,%d,%d\n" % e for e in ev))
+    sensors = shim("sensors")
+    n = main_loop.run(str(tmp_path / "device.json"), sensors.RecordedSensor(str(tmp_path / "rec.csv")),
+                      sensors.StepClock())
+    got = [p for _, p in payloads((tmp_path / "frames.bin").read_bytes())]
+    assert n == 5 and [(p["epoch"], p["seq"], p["mechs"][0]["t"]) for p in got] == [
+        (3 + i, i, 1 + i) for i in range(5)]
+
+
 # --------------------------------------------------------------- simulate
 START = 1_700_000_000  # a multiple of the 100 s window
 
@@ -183,6 +203,16 @@ def test_op_spellings_and_default():
 def test_op_errors_name_the_row(bad):
     data = table(20)
     data["op"] = list(data["op"])
+    data["op"][13] = bad
+    with pytest.raises(InputError, match="reading 13: op .* is not"):
+        windowed(data)
+
+
+@pytest.mark.parametrize("bad", [0.0, 2.0, 0.5, np.nan])
+def test_numeric_op_errors_name_the_row(bad):
+    data = table(20)
+    data["op"] = np.array(data["op"], dtype=float)   # as a parsed CSV column arrives
+    assert windowed(data) == windowed(table(20))
     data["op"][13] = bad
     with pytest.raises(InputError, match="reading 13: op .* is not"):
         windowed(data)
