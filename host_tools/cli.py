@@ -609,12 +609,14 @@ def _assemble_line(summary, output):
             summary["frames"], summary["bins"], summary["quantiles"]["0.5"], summary["epsilon"], tail)
     if summary.get("mechanism") == "phdstream":
         skipped = summary["skipped_windows"]
+        bound = {True: "a public rate bound", None: "replace neighbours"}.get(
+            summary["rate_bound"], "noise at %s: a window past its batch costs twice" % summary["noise_epsilon"])
         return "phdstream generator from %d frame(s) of %d device(s): steps %s..%s, last population %d%s, " \
-            "epsilon %s (%s per event)%s" % (
+            "epsilon %s per event (%s)%s" % (
                 summary["frames"], len(summary["devices"]), summary["first_step"], summary["last_step"],
                 summary["population"][-1][1] if summary["population"] else 0,
                 "; %d window(s) skipped after gaps" % skipped if skipped else "", summary["mechanism_epsilon"],
-                summary["epsilon_per_event"], tail)
+                bound, tail)
     if summary.get("mechanism") == "profile":
         return "profile of %d ids from %d frame(s): distinct ~ %.1f, never seen %.3f, epsilon %s%s" % (
             summary["ids"], summary["frames"], summary["distinct"], summary["never_seen"], summary["epsilon"], tail)

@@ -83,7 +83,7 @@ def test_steps_equal_a_mirror_fed_the_same_payloads(frames):
         assert gen.population(k) == int(point_counts(mass).sum())
     s = gen.summary()
     assert s["mechanism"] == "phdstream" and s["frames"] == 10 and s["skipped_windows"] == 0
-    assert s["epsilon"] == "4" and s["epsilon_per_event"] == "2" and s["rate_bound"] is False
+    assert s["epsilon"] == "4" and s["noise_epsilon"] == "2" and s["rate_bound"] is False
     assert [p for _, p in s["population"]] == [gen.population(k) for k in gen.steps]
 
 

@@ -308,7 +308,7 @@ def build(merges, windows, force_sum=False):
         "mechanism": "phdstream",
         "epsilon": str(Fraction(merges.eps[0], merges.eps[1])),
         "mechanism_epsilon": str(Fraction(*first.budget)),
-        "epsilon_per_event": str(Fraction(*p.eps)),
+        "noise_epsilon": str(Fraction(*p.eps)),
         "rate_bound": first.rate_bound if p.factor == 1 else None,
         "relation": merges.relation,
         "privacy_unit": "one event (an insertion or a deletion), over the whole stream",

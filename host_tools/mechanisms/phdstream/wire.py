@@ -254,7 +254,7 @@ class PHDStreamState:
         p = self.params
         return {"kind": "phdstream", "step": self.t, "lo": list(p.lo), "hi": list(p.hi), "depth": p.depth,
                 "counter": p.counter, "max_nodes": p.max_nodes, "snap_every": p.snap,
-                "epsilon": "%d/%d" % self.budget, "epsilon_per_event": str(Fraction(*p.eps)),
+                "epsilon": "%d/%d" % self.budget, "noise_epsilon": str(Fraction(*p.eps)),
                 "visited": int(self.window.split.size), "leaves": self.window.leaves,
                 "increments_sum": int(self.window.y.sum()), "snapshot": self.window.snap is not None,
                 "config_id": self.config_id()}
