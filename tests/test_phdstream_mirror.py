@@ -107,6 +107,7 @@ def test_mirror_saturates_cn_and_cd_as_the_device():
     for _ in range(25):
         assert m.apply(wire.decode(dev.step()))
         assert _equal(m, dev)
+        assert np.array_equal(m.cells()[2], m.generator()[2])
         kids, cn, cd = m.canonical()
         assert np.abs(cn).max() <= SAT and np.abs(cd).max() <= SAT
         hit |= {int(x) for x in np.concatenate([cn, cd]) if abs(x) == SAT}
@@ -123,6 +124,7 @@ def test_a_refused_window_leaves_the_mirror_unchanged():
     with pytest.raises(SchemaError, match="differs"):
         m.apply(wire.decode(msgpack.packb(bad)))
     assert m.t == 3 and all(np.array_equal(a, b) for a, b in zip(m.canonical(), before))
+    assert np.array_equal(m.cells()[2], m.generator()[2])  # the exact Cd was rolled back too
     # the true step 4 still applies in sync after the refused one
     assert m.apply(wire.decode(msgpack.packb(raw))) and _equal(m, dev)
     # a split past the pool, found after earlier nodes of the step grew: nothing kept
@@ -322,6 +324,7 @@ def test_mirror_equals_the_device_pool_after_every_window(counter, extra, max_no
         assert all(np.array_equal(a, b) for a, b in zip(got, want))
         assert m.nodes == dev.used
         blo, bhi, mass = m.generator()
+        assert np.array_equal(m.cells()[2], mass)  # the incremental G is Ext_T over the whole tree, to the bit
         assert mass.size == w.leaves == dev.nl
         assert mass.sum() == pytest.approx(int(want[1].sum()))
     if max_nodes == 61:
@@ -343,6 +346,7 @@ def test_mirror_resyncs_on_device_frames_after_a_gap():
         assert applied == (dev.t != 7)
         if applied:
             assert all(np.array_equal(a, b) for a, b in zip(m.canonical(), _device_canonical(dev)))
+            assert np.array_equal(m.cells()[2], m.generator()[2])  # after a resync too
     assert m.t == 13 and m.skipped == 1
 
 

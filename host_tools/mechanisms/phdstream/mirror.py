@@ -45,7 +45,10 @@ class Mirror:
         self._kid0 = [-1]  # first child's id (the second is kid0 + 1), -1: none
         self._depth = [0]
         self._path = [0]   # the node's child bits from the root, most significant first
+        self._parent = [-1]
         self._cn = [0]
+        self._cdx = [0]    # exact (unsaturated) sum of Cn over strict descendants: G's Cd
+        self._ca = []      # Ca of each leaf of T(t) (float, eq. 10), in the order of ``leaves``
 
     @property
     def nodes(self):
@@ -60,7 +63,7 @@ class Mirror:
         mirror): the stream is not one device's."""
         in_sync = self.t is not None and window.t == self.t + 1 and window.params == self.params
         if in_sync:
-            grown, leaves = self._plan(window, self._kid0, self._depth, len(self._cn), grow=True)
+            grown, leaves, splits = self._plan(window, self._kid0, self._depth, len(self._cn), grow=True)
             undo = self._grow(grown, leaves, window.y.tolist())
             if window.snap is not None:
                 kids, cn, _ = self.canonical()
@@ -69,6 +72,7 @@ class Mirror:
                     raise SchemaError("phdstream step %d: the snapshot differs from the tree rebuilt from the steps"
                                       % window.t)
             self.t, self.leaves = window.t, leaves
+            self._ca = self._leaf_ca(splits, leaves)
             return True
         if window.snap is None:
             self.skipped += 1
@@ -87,26 +91,34 @@ class Mirror:
         kid0 = np.where(snap.kids, 1 + 2 * rank, -1)
         depth = np.zeros(snap.n, dtype=np.int64)
         path = np.zeros(snap.n, dtype=np.int64)
+        parent = np.full(snap.n, -1, dtype=np.int64)
         for v in np.flatnonzero(snap.kids):  # parents precede children in BFS order
             depth[kid0[v]] = depth[kid0[v] + 1] = depth[v] + 1
             path[kid0[v]], path[kid0[v] + 1] = 2 * path[v], 2 * path[v] + 1
+            parent[kid0[v]] = parent[kid0[v] + 1] = v
         if depth.max() > window.params.depth:
             raise SchemaError("phdstream snapshot at step %d is deeper than p.depth" % window.t)
-        kid0, depth = kid0.tolist(), depth.tolist()
-        _, leaves = self._plan(window, kid0, depth, snap.n, grow=False)
+        kid0, depth, parent, cn = kid0.tolist(), depth.tolist(), parent.tolist(), snap.cn.tolist()
+        cdx = [0] * snap.n
+        for v in range(snap.n - 1, 0, -1):  # children after parents in BFS order: read backwards
+            cdx[parent[v]] += cdx[v] + cn[v]
+        _, leaves, splits = self._plan(window, kid0, depth, snap.n, grow=False)
         self.params, self.t, self.leaves = window.params, window.t, leaves
-        self._kid0, self._depth, self._path, self._cn = kid0, depth, path.tolist(), snap.cn.tolist()
+        self._kid0, self._depth, self._path, self._parent = kid0, depth, path.tolist(), parent
+        self._cn, self._cdx = cn, cdx
+        self._ca = self._leaf_ca(splits, leaves)
 
     @staticmethod
     def _plan(window, kid0, depth, n, grow):
         """Read T(t) off the split bits (a BFS queue over node ids) without
-        changing anything: returns (grown, leaves), the nodes a 1 reaches
-        without children (in order: each gets the next pair of ids from
-        ``n`` on; only if ``grow``, else a SchemaError) and the leaves of
-        T(t). SchemaError for a split at the maximum depth or past the pool."""
+        changing anything: returns (grown, leaves, splits), the nodes a 1
+        reaches without children (in order: each gets the next pair of ids
+        from ``n`` on; only if ``grow``, else a SchemaError), the leaves of
+        T(t) and its split nodes with their first child's id, both in BFS
+        order. SchemaError for a split at the maximum depth or past the pool."""
         p = window.params
         queue = [0]
-        leaves, grown = [], []
+        leaves, grown, splits = [], [], []
         born = []  # depth of the pair of ids n + 2k, n + 2k + 1 created for grown[k]
         for i, split in enumerate(window.split.tolist()):
             v = queue[i]
@@ -125,9 +137,10 @@ class Mirror:
                 first = n + 2 * len(grown)
                 grown.append(v)
                 born.append(dv + 1)
+            splits.append((v, first))
             queue.append(first)
             queue.append(first + 1)
-        return grown, leaves
+        return grown, leaves, splits
 
     def _grow(self, grown, leaves, ys):
         """Apply a checked plan: create the children of ``grown``, add each
@@ -139,18 +152,41 @@ class Mirror:
             kid0.extend((-1, -1))
             depth.extend((depth[v] + 1, depth[v] + 1))
             path.extend((2 * path[v], 2 * path[v] + 1))
+            self._parent.extend((v, v))
+            self._cdx.extend((0, 0))
             cn.extend((0, 0))
         old = [cn[v] for v in leaves]
         for v, y in zip(leaves, ys):
-            cn[v] = clamp(cn[v] + y)
+            c = clamp(cn[v] + y)
+            self._add_up(v, c - cn[v])
+            cn[v] = c
         return n, grown, leaves, old
+
+    def _add_up(self, v, delta):
+        """Add ``delta`` to the exact Cd of every strict ancestor of v: O(depth)."""
+        parent, cdx = self._parent, self._cdx
+        v = parent[v]
+        while v >= 0 and delta:
+            cdx[v] += delta
+            v = parent[v]
 
     def _undo(self, n, grown, leaves, old):
         for v, c in zip(leaves, old):
+            self._add_up(v, c - self._cn[v])
             self._cn[v] = c
         for v in grown:
             self._kid0[v] = -1
-        del self._kid0[n:], self._depth[n:], self._path[n:], self._cn[n:]
+        del self._kid0[n:], self._depth[n:], self._path[n:], self._parent[n:], self._cdx[n:], self._cn[n:]
+
+    def _leaf_ca(self, splits, leaves):
+        """Ca (eq. 10, exact float: Ca(child) = (Ca(v) + Cn(v)) / beta) of the
+        leaves of T(t), top-down along T(t)'s split nodes only: every
+        ancestor of a node of T(t) is in T(t)."""
+        cn = self._cn
+        ca = {0: 0.0}
+        for v, first in splits:  # BFS order: a node's Ca is known before its children's
+            ca[first] = ca[first + 1] = (ca[v] + float(cn[v])) / 2
+        return [ca[v] for v in leaves]
 
     def counts(self):
         """int64 (N,): Cn of every node, by the mirror's node id (the rows of children())."""
@@ -195,9 +231,14 @@ class Mirror:
         of the leaves of T(t) in canonical BFS order, ``level`` the depth
         and ``path`` the child bits from the root (most significant first,
         as edgesynth.mechanisms.privhp.growth.Leaves), ``mass`` G = Ext_T(Cn)
-        there. Level l >= 1 halves channel (l - 1) mod d, as on the device."""
+        there, as tree.ext computes it (Ca + Cn + Cd, the same float
+        operations) but from the leaves' Ca and the exact Cd kept up to
+        date: O(|T(t)|), not O(union tree), per step. Level l >= 1 halves
+        channel (l - 1) mod d, as on the device."""
         if self.t is None:
             raise SchemaError("phdstream mirror has applied no window yet")
-        leaves = np.array(self.leaves, dtype=np.int64)
-        g = tree.ext(self.children(), self.counts().astype(np.float64))
-        return np.array(self._depth)[leaves], np.array(self._path)[leaves], g[leaves]
+        leaves = self.leaves
+        g = (np.array(self._ca, dtype=np.float64) + np.array([self._cn[v] for v in leaves], dtype=np.float64)
+             + np.array([self._cdx[v] for v in leaves], dtype=np.float64))
+        return (np.array([self._depth[v] for v in leaves], dtype=np.int64),
+                np.array([self._path[v] for v in leaves], dtype=np.int64), g)
