@@ -222,6 +222,19 @@ def test_firmware_build_sizes_a_phdstream_device():
     assert r["stack_by_kind"]["phdstream"] == max(r["stack"].values()) > r["stack_by_kind"]["privhp"]
 
 
+@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="arm-none-eabi-gcc not installed")
+@pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m0plus"])
+def test_the_planner_charges_what_a_c_phdstream_device_needs(cpu):
+    """plan's C charge for phdstream holds the agent, the state (with its
+    DRBG), the construction DRBG and the deepest phdstream chain."""
+    from edgesynth.ram import RUNTIME_OVERHEAD
+    from edgesynth.targets.firmware import build
+    r = build(cpu)
+    st = r["state"]
+    need = st["es_agent_t"] + st["es_phdstream_t"] + st["es_drbg_t"] + r["stack_by_kind"]["phdstream"]
+    assert need <= RUNTIME_OVERHEAD["c"]["phdstream"] < need + 512
+
+
 def test_run_native_stream_input_errors():
     cfg = config(spec())
     with pytest.raises(InputError, match="op must be 1"):
