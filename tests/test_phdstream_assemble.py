@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import edgesynth as es
 from edgesynth import agent
 from edgesynth.cli import main
-from edgesynth.errors import FrameError, InputError, MergeError, SchemaError
+from edgesynth.errors import EdgesynthError, FrameError, InputError, MergeError, SchemaError
 from edgesynth.fleet.store import Store
 from edgesynth.frames import parse_frame, split_envelope
 from edgesynth.mechanisms.phdstream import metric, mirror, wire
@@ -276,3 +276,27 @@ def test_range_query_error_of_the_sample_is_small():
         r = metric.relative_error(t, metric.range_counts(synth, rects), len(truth))
         r_uniform = metric.relative_error(t, metric.range_counts(uniform, rects), len(truth))
         assert r < 0.25 * r_uniform, (kind, r, r_uniform)
+
+
+def test_flipped_bytes_give_frame_errors_or_a_clean_assembly(frames):
+    """Random byte flips anywhere in phdstream frames (untagged): each frame
+    either parses or raises a FrameError; assembling the ones that parse
+    either works or raises an edgesynth error, never anything else."""
+    rng = np.random.default_rng(8)
+    for _ in range(150):
+        bad = []
+        for f in frames[:5]:
+            b = bytearray(f)
+            for i in rng.integers(0, len(b), size=3):
+                b[i] ^= 1 << int(rng.integers(8))
+            bad.append(bytes(b))
+        rels = []
+        for b in bad:
+            try:
+                rels.append(parse_frame(b)[0])
+            except FrameError:
+                pass
+        try:
+            es.assemble(rels) if rels else None
+        except (EdgesynthError, InputError):
+            pass
