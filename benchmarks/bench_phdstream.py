@@ -2,9 +2,9 @@
 stream and two public datasets; PHDStream (Simple, Block-8, unbounded pool and
 a 64 KiB-class pool) beside the paper's Baselines 1-3 and PrivHP released per
 window; range-query errors over time, node pool use, memory per node, update
-throughput (CPython, and the MicroPython unix port with --mp).
+throughput per device runtime.
 
-    python3 benchmarks/bench_phdstream.py            # ~10 min: 3 seeds, circles + datasets
+    python3 benchmarks/bench_phdstream.py            # ~10 min: 3 seeds, circles + datasets, runtimes
     python3 benchmarks/bench_phdstream.py --quick    # ~1 min smoke run (1 seed, circles only, fewer queries)
 
 Every PHDStream figure goes through the real code: the device class
@@ -19,8 +19,9 @@ max form, 0.001|f|) on ``metric.query_set`` rectangles.
 Methods (Kumar, Strohmer, Vershynin, arXiv 2401.14577; §5.3 for the baselines):
 * PHD simple / PHD block8: PHDStream, eps = 1 per event (eps/2 tree, eps/2
   counters), D = 20, theta = 0, a pool large enough never to refuse.
-* ... @64KiB: the same in a 64 KiB MicroPython device (see ``pool_for``): the
-  t0 batch does not fit its batch buffer, so the first window is fed as
+* ... @64KiB: the same with the pool and batch the planner gives a 64 KiB
+  MicroPython device (``plan_phdstream``, --max-events the largest window):
+  the t0 batch does not fit in 64 KiB, so the first window is fed as
   windows of ``batch`` events (privacy-neutral, it only changes the cadence);
   evaluated after the same events as the others. "PHD simple chunked" is the
   unbounded pool on that same cadence, to separate the pool's effect from the
@@ -47,7 +48,6 @@ drawn with numpy from the same discrete Laplace (``common.dlap_numpy``).
 import argparse
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,16 +61,20 @@ import phd_streams  # noqa: E402
 
 from edgesynth.agent.msgpack_out import Encoder  # noqa: E402
 from edgesynth.agent.phdstream import PHDStream  # noqa: E402
+from edgesynth.errors import InputError  # noqa: E402
 from edgesynth.firmware_shims.drbg import seeded_source  # noqa: E402
 from edgesynth.mechanisms.phdstream import Mirror, decode, metric, tree  # noqa: E402
+from edgesynth.mechanisms.phdstream.plan import plan_phdstream  # noqa: E402
 from edgesynth.mechanisms.privhp import plan as privhp_plan  # noqa: E402
+from edgesynth.runtimes.simulate import simulate_stream  # noqa: E402
 
 SPAN = phd_streams.SPAN
 EPS = 1
 DEPTH = 20
 BIG_POOL = 1 << 20            # nodes: "unbounded" (the circles run uses < 2**16)
 RAM = 64 * 1024               # the device class of the target
-MP_OVERHEAD = 30 * 1024       # assumed MicroPython interpreter + agent heap beyond the state
+PLAN_COUNTER = {"simple": "simple", "block": "block:8", "tree": "tree:128"}
+BRIEF_OVERHEAD = 30 * 1024    # the issue's first estimate of MicroPython's heap beyond the state
 CLASSES = ("small", "medium", "large")
 
 
@@ -84,11 +88,23 @@ def spec(counter, max_nodes, batch_max):
     return s
 
 
-def pool_for(counter, batch_max, ram=RAM, overhead=MP_OVERHEAD):
-    """Largest max_nodes whose preallocated state (counter_bytes) fits in
-    ``ram - overhead`` bytes with a ``batch_max``-event batch buffer."""
+def planned(counter, batch_max, ram=RAM):
+    """The planner's config for a ``ram``-byte MicroPython device whose
+    windows hold at most ``batch_max`` events (None if it does not fit)."""
+    try:
+        return plan_phdstream([0, 0], [SPAN, SPAN], Fraction(EPS), ram, depth=DEPTH, counter=PLAN_COUNTER[counter],
+                              max_events=batch_max)
+    except InputError:
+        return None
+
+
+def pool_estimate(counter, batch_max, ram=RAM, overhead=BRIEF_OVERHEAD):
+    """Largest max_nodes whose arrays (counter_bytes) fit in ``ram -
+    overhead`` bytes with a ``batch_max``-event batch (0 if none)."""
     def size(n):
         return PHDStream(spec(counter, n, batch_max)).counter_bytes()
+    if size(3) > ram - overhead:
+        return 0
     lo, hi = 3, 1 << 16
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -225,8 +241,8 @@ def run_methods(stream, seed, eval_steps, truth, batch, log):
     shift = len(chunked) - len(wins)
     eval_chunked = {k + shift: k for k in eval_steps}
     cbatch = max(b - a for a, b in chunked)
-    variants = [("simple", pool_for("simple", cbatch), "PHD simple @64KiB"),
-                ("block", pool_for("block", cbatch), "PHD block8 @64KiB"),
+    variants = [("simple", planned("simple", cbatch)["mechanisms"][0]["max_nodes"], "PHD simple @64KiB"),
+                ("block", planned("block", cbatch)["mechanisms"][0]["max_nodes"], "PHD block8 @64KiB"),
                 ("simple", BIG_POOL, "PHD simple chunked")]
     for counter, pool, label in variants:
         t = time.perf_counter()
@@ -285,32 +301,6 @@ def first_refusal(r):
     return int(hit[0]) if hit.size else None
 
 
-# ---------------------------------------------------------------- MicroPython
-def mp_rate(stream, counter, max_nodes, batch, events):
-    """Events/s of update + step under the MicroPython unix port (the first
-    ``events`` events in windows of ``batch``), beside CPython on the same
-    script; None if there is no micropython."""
-    from edgesynth.runtimes.micropython import find_micropython
-    exe = find_micropython()
-    if exe is None:
-        return None
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "phd_mp_rate.py")
-    with tempfile.TemporaryDirectory(prefix="phd-mp-") as tmp:
-        path = os.path.join(tmp, "events.txt")
-        with open(path, "w") as fh:
-            for (x, y), o in zip(stream.xy[:events].tolist(), stream.op[:events].tolist()):
-                fh.write("%d %d %d\n" % (x, y, o))
-        args = [path, counter, str(max_nodes), str(batch), str(DEPTH)]
-        env = dict(os.environ, MICROPYPATH=common.ROOT, PYTHONPATH=common.ROOT)
-        out = {}
-        for name, cmd in (("micropython", [exe, "-X", "heapsize=64M", script]), ("cpython", [sys.executable, script])):
-            p = subprocess.run(cmd + args, env=env, cwd=tmp, capture_output=True, text=True, timeout=1800)
-            if p.returncode != 0:
-                raise RuntimeError("%s: %s" % (name, p.stderr.strip()[-300:]))
-            out[name] = p.stdout.split()
-    return out
-
-
 # ---------------------------------------------------------------- report
 def fmt(v):
     return "%.3f" % v
@@ -343,7 +333,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=None, help="noise seeds (default 3, 1 with --quick)")
     ap.add_argument("--datasets", default=None,
                     help="comma list of circles,flights,stops (default all; circles with --quick)")
-    ap.add_argument("--mp", action="store_true", help="also time the MicroPython unix port (~1-2 min)")
+    ap.add_argument("--no-runtimes", action="store_true", help="skip the per-runtime throughput section")
     ap.add_argument("--plot", default=os.path.join(tempfile.gettempdir(), "edgesynth-phdstream"),
                     help="folder for the PNG plots (not committed)")
     ap.add_argument("--no-append", action="store_true", help="print only; do not append to RESULTS.md")
@@ -382,8 +372,8 @@ def main():
             md.append(targets(summ, runs_all, steps))
         plot(args.plot, name, steps, summ, log)
     md.append(memory_section())
-    if args.mp:
-        md.append(mp_section(log))
+    if not args.no_runtimes:
+        md.append(runtimes_section(args.quick, log))
     text = "\n\n".join(md)
     print(text)
     if not args.no_append:
@@ -495,38 +485,66 @@ def memory_section():
     rows = []
     for counter in ("simple", "block", "tree"):
         per_node, per_slot = bytes_per_node(counter)
+        plans = []
+        for batch in (500, 7498):
+            p = planned(counter, batch)
+            plans.append("does not fit" if p is None else p["mechanisms"][0]["max_nodes"])
+        est = [pool_estimate(counter, b) or "does not fit" for b in (500, 7498)]
         rows.append([counter + ("-8" if counter == "block" else " (T_h 128)" if counter == "tree" else ""),
-                     "%.2f" % per_node, "%.2f" % per_slot,
-                     pool_for(counter, 500), pool_for(counter, 7498) if per_node else "-"])
+                     "%.2f" % per_node, "%.2f" % per_slot, plans[0], plans[1], est[0], est[1]])
     return "\n".join([
         "### Memory per node", "",
         "From `PHDStream.counter_bytes()` (every preallocated array: pool, counters, BFS queue, release buffers, "
-        "batch): the difference between pools of 2000 and 1000 nodes, and batches of 1001 and 1 slots. The 64 KiB "
-        "pool assumes %d KiB of the 64 KiB heap go to the interpreter and the agent (the planner charges 20-22 KiB "
-        "for the other mechanisms, edgesynth.ram.RUNTIME_OVERHEAD, and 24 KiB for PrivHP's 64 KiB plan): the state "
-        "gets %d B." % (MP_OVERHEAD // 1024, RAM - MP_OVERHEAD), "",
-        common.md_table(["counter", "B/node", "B/batch slot", "64 KiB pool, batch 500", "64 KiB pool, batch 7498"],
-                        rows)])
+        "batch): the difference between pools of 2000 and 1000 nodes, and batches of 1001 and 1 slots. Pools of a "
+        "64 KiB MicroPython device: the planner's (`plan_phdstream`, `--max-events` = the batch; its measured "
+        "MicroPython charge beyond the arrays), and the issue's first estimate (%d KiB of interpreter overhead, "
+        "the arrays get %d B)." % (BRIEF_OVERHEAD // 1024, RAM - BRIEF_OVERHEAD), "",
+        common.md_table(["counter", "B/node", "B/batch slot", "64 KiB planned, batch 500", "batch 7498",
+                         "estimate, batch 500", "batch 7498"], rows)])
 
 
-def mp_section(log):
+def runtimes_section(quick, log):
+    """The circles stream through ``simulate_stream`` on every device runtime
+    (one continual agent, keyed frames), planned configs; wall time and
+    whether the frames equal CPython's."""
     stream = phd_streams.circles(seed=0)
-    rows = []
-    for counter in ("simple", "block"):
-        r = mp_rate(stream, counter, 1 << 16, 500, 20000)
-        if r is None:
-            return "### MicroPython\n\nNo `micropython` found: not measured."
-        log("  mp %s: %s" % (counter, r))
-        mp, cp = r["micropython"], r["cpython"]
-        rows.append([counter, mp[0], cp[0], "%.0f" % float(mp[1]), "%.0f" % float(cp[1]),
-                     "%.2f" % (float(cp[1]) / float(mp[1])), "yes" if mp[2] == cp[2] else "NO"])
+    rows = np.column_stack([stream.xy, stream.op]).astype(np.int64)
+    wins = [stream.window(k) for k in range(stream.windows)]
+    a0, b0 = wins[0]
+    chunked = [(a, min(a + 500, b0)) for a in range(a0, b0, 500)] + wins[1:]
+    windows = [(e, e, rows[a:b]) for e, (a, b) in enumerate(chunked)]
+    configs = [("simple", RAM)] if quick else [("simple", RAM), ("block", RAM), ("simple", 1 << 20)]
+    runtimes = ("cpython", "numpy", "micropython", "native")
+    out = []
+    for counter, ram in configs:
+        cfg = planned(counter, 500, ram)
+        pool = cfg["mechanisms"][0]["max_nodes"]
+        ref, times = None, {}
+        for rt in runtimes:
+            t = time.perf_counter()
+            try:
+                frames = simulate_stream(cfg, windows, ["x0", "x1", "op"], runtime=rt, seed=b"phd-bench-runtimes",
+                                         heap=ram)
+            except InputError as e:  # a runtime this machine lacks (no compiler, no micropython)
+                log("  %s: %s" % (rt, e))
+                continue
+            dt = time.perf_counter() - t
+            ref = frames if ref is None else ref
+            times[rt] = dt
+            out.append(["%s, %s (pool %d)" % (counter, common.fmt_bytes(ram), pool), rt, "%.2f" % dt,
+                        "%.0f" % (rows.shape[0] / dt), "%.2f" % (dt / times["cpython"]),
+                        "yes" if frames == ref else "NO", sum(len(f) for _, f in frames)])
+            log("  %s %s %s: %.2f s" % (counter, ram, rt, dt))
     return "\n".join([
-        "### Update throughput, MicroPython unix port vs CPython", "",
-        "The first 20,000 circles events in windows of 500 (steps 1-40: the outer circle, then deletions), "
-        "`benchmarks/phd_mp_rate.py` run by each interpreter side by side (64-bit unix port, -X heapsize=64M; "
-        "a pool of 2^16 nodes); events/s of update + step; the digest of all payloads must match.", "",
-        common.md_table(["counter", "windows (mp)", "windows (cpython)", "events/s mp", "events/s cpython",
-                         "cpython/mp", "payloads equal"], rows)])
+        "### Update throughput per device runtime", "",
+        "The whole circles stream (%d events; the first window fed as windows of 500, %d windows) through "
+        "`edgesynth.runtimes.simulate.simulate_stream`: one continual agent with keyed frames, on each runtime, "
+        "with the planner's config for the RAM named (`--max-events 500`); MicroPython runs in that heap "
+        "(32-bit-equivalent, `-X heapsize=Nw`). Wall time includes starting the runtime (a process for "
+        "MicroPython, a compiled cffi module for native) and framing; events/s = events / wall. Frames must "
+        "equal CPython's byte for byte." % (rows.shape[0], len(windows)), "",
+        common.md_table(["config", "runtime", "wall s", "events/s", "wall / cpython", "frames = cpython",
+                         "frame bytes"], out)])
 
 
 def plot(folder, name, steps, summ, log):
