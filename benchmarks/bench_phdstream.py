@@ -525,8 +525,10 @@ def runtimes_section(quick, log):
             try:
                 frames = simulate_stream(cfg, windows, ["x0", "x1", "op"], runtime=rt, seed=b"phd-bench-runtimes",
                                          heap=ram)
-            except InputError as e:  # a runtime this machine lacks (no compiler, no micropython)
-                log("  %s: %s" % (rt, e))
+            except Exception as e:  # noqa: BLE001 - a runtime this machine lacks or cannot build: a row says so
+                log("  %s: %s: %s" % (rt, type(e).__name__, e))
+                out.append(["%s, %s (pool %d)" % (counter, common.fmt_bytes(ram), pool), rt, "-", "-", "-",
+                            "not run: %s" % type(e).__name__, "-"])
                 continue
             dt = time.perf_counter() - t
             ref = frames if ref is None else ref
