@@ -27,7 +27,7 @@ static int valid(const es_phdstream_cfg_t *c)
           c->counter <= ES_PHD_TREE && c->max_nodes >= 3 && c->max_nodes <= ES_PHD_MAX_NODES &&
           c->batch_max >= 1 && c->batch_max <= ES_PHD_MAX_BATCH && c->snap >= 1 && c->snap <= (1u << 30) &&
           c->eps_num >= 1 && c->eps_num <= 100ull * MAX_EPS_DEN && c->eps_den >= 1 &&
-          c->eps_den <= MAX_EPS_DEN && c->lo && c->hi && c->names))
+          c->eps_den <= MAX_EPS_DEN && c->lo && c->hi))
         return 0;
     if (c->counter == ES_PHD_BLOCK ? c->block < 2 || c->block > (1u << 16) : c->block != 0)
         return 0;
