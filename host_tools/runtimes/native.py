@@ -272,10 +272,9 @@ class FallbackAgent:
     def update_rows(self, data):
         data = np.asarray(data)
         if self._a.continual:  # phdstream: the agent's own update per event (a batch has nothing to vectorise)
-            if data.dtype.kind == "f" and np.all(data == np.floor(data)) and np.all(np.abs(data) < 2 ** 53):
-                data = data.astype(np.int64)
-            for x in data.tolist():
-                self._a.update(x)
+            kind, x = core_readings(data, True)  # integral values as ints, as the C path takes them
+            for row in (x if kind == "i32" else data).tolist():
+                self._a.update(row)
             return
         ingest_agent(self._a, data)
 
