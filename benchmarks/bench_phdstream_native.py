@@ -175,7 +175,8 @@ def main(argv=None):
     if not identical:
         sys.exit("frames differ between cpython and native")
     if not args.no_append:
-        C.results_append(md, title="PHDStream: the C core (bench_phdstream_native.py)", elapsed=time.time() - t_start, info=info)
+        C.results_append(md, title="PHDStream: the C core (bench_phdstream_native.py)", elapsed=time.time() - t_start,
+                         info=info)
 
 
 if __name__ == "__main__":
