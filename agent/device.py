@@ -33,11 +33,9 @@ from .wire import FORMAT, MAGIC, MAX_MECHANISMS, MECHANISMS, PAYLOAD_KEYS, RELAT
 # eight, and MicroPython never frees an interned name (qstr).
 CONSTRUCTION = ("agent.privhp.build", "agent.cdf.build", "agent.profile.build", "agent.spec", "agent.dlap",
                 "firmware_shims.drbg", "firmware_shims.entropy", "firmware_shims.hmac256")
-# A continual mechanism draws noise at every step: its noise code (agent.spec,
-# agent.dlap) and DRBG stay loaded, the rest of the construction code goes.
-CONSTRUCTION_CONTINUAL = ("agent.privhp.build", "agent.cdf.build", "agent.profile.build",
-                          "firmware_shims.entropy", "firmware_shims.hmac256")
-CONTINUAL = "phdstream"  # the kind that runs continually (one step per window)
+# A continual mechanism (phdstream) draws noise at every step: its module
+# binds agent.spec's draw and holds the DRBG, which live on through those
+# references when the unload drops their modules.
 
 
 def ratio(v, what):
@@ -84,22 +82,19 @@ class Agent:
                 raise ConfigError("%s must be an integer in [0, 2**32), got %r" % (name, v))
         self.epoch = epoch
         self.seq = seq
-        self._key = None if key is None else bytes(key)
-        self.continual = _continual(specs)
-        if self.continual and restore is not None:
-            raise ConfigError("a phdstream state is not persisted: it cannot be restored")
+        tag_key = None if key is None else bytes(key)  # a local: `key` is rebound by the import below
         try:
             self.mechs = _build(specs, seed, RELATIONS[relation], self.eps, restore)
         finally:
-            shim("memory").unload(CONSTRUCTION_CONTINUAL if self.continual else CONSTRUCTION)
+            shim("memory").unload(CONSTRUCTION)
         # release-phase code and buffers, loaded now that construction code is
         # gone: the peak heap is counters plus the larger of the two phases
         from .msgpack_out import Encoder, key
         self._enc = Encoder()
         self._keys = [key(k) for k in PAYLOAD_KEYS]
         self._mac = None
-        if self._key is not None:
-            self._mac = shim("hmac256").HMAC256(self._key)
+        if tag_key is not None:
+            self._mac = shim("hmac256").HMAC256(tag_key)
         for m in self.mechs:
             m.prepare_release()
         self._sink = None
@@ -174,8 +169,9 @@ class Agent:
         this. Without a sink the frame is returned as one exactly-sized
         ``bytearray``. Repeated calls give identical bytes.
         """
-        if self.continual and not self.sealed:
-            self.mechs[0].step()  # the window's one step: its batch becomes this release
+        m = self.mechs[0]
+        if m.kind == "phdstream" and not self.sealed:
+            m.step()  # a continual state: the window's one step, its batch becomes this release
         self.sealed = True
         self.update = self._sealed
         for m in self.mechs:
@@ -186,7 +182,9 @@ class Agent:
         size = enc.n
         out = None
         if sink is None:
-            out = bytearray(_frame_size(len(self.device_id), size, self._mac is not None))
+            # the envelope: fixarray, fixstr magic, device id str, bin32 payload, tag
+            n = len(self.device_id)
+            out = bytearray(2 + len(MAGIC) + (1 if n < 32 else 2) + n + 5 + size + (1 if self._mac is None else 34))
             view = memoryview(out)
             pos = [0]
 
@@ -226,21 +224,20 @@ class Agent:
         ConfigError for a config of other mechanisms (their next window is a
         new Agent with fresh noise) or before this window's release (its
         events would otherwise join the next window's step)."""
-        if not self.continual:
-            raise ConfigError("next_window serves a phdstream config; another mechanism's next window is a "
-                              "new Agent with fresh noise")
+        m = self.mechs[0]
+        if m.kind != "phdstream":
+            raise ConfigError("next_window serves a phdstream config; another mechanism's next window is a new "
+                              "Agent with fresh noise")
         if not self.sealed:
             raise ConfigError("release this window before the next one: each window is one step")
         if epoch is None:
             epoch = self.epoch + 1
         if not isinstance(epoch, int) or isinstance(epoch, bool) or not self.epoch < epoch < 1 << 32:
-            raise ConfigError("the next window's epoch must be an integer in (%d, 2**32), got %r"
-                              % (self.epoch, epoch))
+            raise ConfigError("the next window's epoch must be an integer in (%d, 2**32), got %r" % (self.epoch, epoch))
         if self.seq + 1 >= 1 << 32:
             raise ConfigError("seq must stay below 2**32")
         self.epoch = epoch
         self.seq += 1
-        m = self.mechs[0]
         m.sealed = False
         self.sealed = False
         self.update = m.update if self.routes[0][1] is None else self._update_all
@@ -262,6 +259,8 @@ def _build(specs, seed, factor, eps, restore=None):
     budgets = []
     for i in range(len(specs)):
         m = mechanism_class(spec_kind(specs[i], i, MECHANISMS))(specs[i], factor)
+        if m.kind == "phdstream" and len(specs) > 1:  # its frames are one stream of steps
+            raise ConfigError("a phdstream mechanism runs alone: its config holds no other mechanism")
         mechs.append(m)
         budgets.append(m.budget())
     check_budget(eps, budgets)
@@ -275,24 +274,15 @@ def _build(specs, seed, factor, eps, restore=None):
     return mechs
 
 
-def _continual(specs):
-    """Whether ``specs`` is a continual config: a phdstream mechanism, which
-    must then be the config's only one (its frames are one stream of steps)."""
-    for i in range(len(specs)):
-        if isinstance(specs[i], dict) and specs[i].get("kind") == CONTINUAL:
-            if len(specs) != 1:
-                raise ConfigError("a phdstream mechanism runs alone: its config holds no other mechanism")
-            return True
-    return False
-
-
 def mechanism_class(kind):
     """The state class of ``kind``; CDF, profile and PHDStream code is
     imported only by configs that use it, so a PrivHP-only device keeps its
     heap."""
-    if kind == CONTINUAL:
-        from .phdstream import PHDStream
-        return PHDStream
+    if kind == "phdstream":
+        # loaded by name: a board interns a module's identifiers (qstrs, never
+        # freed) when it loads it, and one name more than this opens the next
+        # qstr pool on every other mechanism's device (host_tools/ram.py)
+        return getattr(__import__("phdstream", globals(), None, ("PHDStream",), 1), "PHDStream")
     if kind == "cdf":
         from .cdf import CDF
         return CDF
@@ -335,11 +325,3 @@ def routes(cfg, mechs):
         else:
             routes.append((m.update, tuple(cols), [0] * len(cols)))
     return inputs, routes
-
-
-def _frame_size(id_len, payload, tagged):
-    """Envelope bytes: fixarray, fixstr magic, device id str, bin32 payload, tag."""
-    id_head = 1 if id_len < 32 else 2
-    return 1 + 1 + len(MAGIC) + id_head + id_len + 5 + payload + (34 if tagged else 1)
-
-

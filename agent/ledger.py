@@ -70,16 +70,13 @@ class Ledger:
 
 
 def _budget(cfg):
-    return ratio(cfg.get("device", {}).get("lifetime_epsilon"), "device.lifetime_epsilon")
-
-
-def _not_continual(cfg):
-    """Refuse a phdstream config: its node pool lives across windows and is
-    not persisted yet, so a reboot would restart the stream with new noise."""
+    # every ledgered config passes here first; a phdstream pool spans windows
+    # and is not persisted, so a reboot would restart its stream with new noise
     for m in cfg.get("mechanisms") or ():
         if isinstance(m, dict) and m.get("kind") == "phdstream":
             raise ConfigError("a phdstream device does not run with a ledger (device.state) yet: its node pool "
                               "spans windows and is not persisted across reboots")
+    return ratio(cfg.get("device", {}).get("lifetime_epsilon"), "device.lifetime_epsilon")
 
 
 def _key(key):
@@ -101,7 +98,6 @@ def provision(cfg, path, device_id, key, counter=None):
     a new device id with a new key; the board binds only the last identity,
     so an older one comes back unnoticed by the device (docs/trust.md section 6).
     """
-    _not_continual(cfg)
     budget = _budget(cfg)
     key = _key(key)
     if not isinstance(device_id, str):
@@ -139,7 +135,6 @@ class Device:
     """
 
     def __init__(self, cfg, path, device_id, key, counter=None, seed=None):
-        _not_continual(cfg)
         budget = _budget(cfg)
         self.key = _key(key)
         self.cfg, self.path, self.seed, self.device_id = cfg, path, seed, device_id

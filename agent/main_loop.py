@@ -156,7 +156,7 @@ def run(config_path="device.json", sensor=None, clock=None, sink=None, max_epoch
                 clock.wait(sample_ms)
                 reading = sensor.read()
             _release(a, sink, pub)
-            if not a.continual:
+            if a.mechs[0].kind != "phdstream":
                 a = None  # the next window is a fresh agent with fresh noise
             released += 1
             epoch += 1

@@ -28,7 +28,7 @@ ROOTS = {"host_tools": "edgesynth", "agent": "edgesynth.agent", "firmware_shims"
 BOARD_NAMES = {"agent": "edgesynth.agent", "firmware_shims": "edgesynth.firmware_shims"}
 # ... and only device code does: a host `import agent` works in a checkout, not installed
 # the host's scripts that MicroPython runs
-MP_SCRIPTS = ("edgesynth.runtimes.mp_driver", "edgesynth.runtimes.mp_publisher")
+MP_SCRIPTS = ("edgesynth.runtimes.mp_driver", "edgesynth.runtimes.mp_publisher", "edgesynth.runtimes.mp_stream_driver")
 
 HOST, AGENT, SHIMS = "edgesynth", "edgesynth.agent", "edgesynth.firmware_shims"
 
@@ -60,12 +60,12 @@ FUNCTION_LEVEL = {
     (AGENT + ".device", AGENT + ".msgpack_out"): RELEASE,
     (AGENT + ".device", AGENT + ".cdf"): HEAP + " (a PrivHP-only device never loads the CDF code)",
     (AGENT + ".device", AGENT + ".profile"): HEAP + " (a PrivHP-only device never loads the profile code)",
-    (AGENT + ".device", AGENT + ".phdstream"): HEAP + " (a PrivHP-only device never loads the PHDStream code)",
     (AGENT + ".device", AGENT + ".privhp.block"): HEAP + " (update_block and the numeric facade)",
     (AGENT + ".spec", AGENT + ".dlap"): UNLOAD + "; the sampler loads only when noise is drawn (not on restore)",
     (AGENT + ".main_loop", AGENT + ".ledger"): HEAP + " (the ledger and persistence: a \"state\" block)",
     (AGENT + ".main_loop", AGENT + ".transport.mqtt"): HEAP + " (the MQTT publisher: an \"mqtt\" block)",
     (HOST + ".runtimes.mp_driver", AGENT): "a script MicroPython runs, not a host module: the bundle's `agent`",
+    (HOST + ".runtimes.mp_stream_driver", AGENT): "a script MicroPython runs, not a host module: the bundle's `agent`",
 }
 
 

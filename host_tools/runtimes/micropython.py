@@ -52,11 +52,12 @@ def heap_flag(nbytes, words=True):
     return "%dwK" % (nbytes // 1024) if nbytes % 1024 == 0 else "%dw" % nbytes
 
 
-def device_bundle():
-    """Directory with the agent, shims and driver compiled to .mpy, as a device
+def device_bundle(driver="mp_driver.py"):
+    """Directory with the agent, shims and ``driver`` (mp_driver.py, or
+    mp_stream_driver.py for a continual stream) compiled to .mpy, as a device
     would load them (host_tools/targets/bundle.py); rebuilt when the sources change."""
-    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mp_driver.py")
-    return cached_host_bundle(extra=[("mp_driver.py", driver)])
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), driver)
+    return cached_host_bundle(extra=[(driver, path)])
 
 
 def write_readings(path, rows, int_channels):
@@ -87,7 +88,7 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, word
     stream instead of ``rows``, one agent over every window; the frame bytes
     are then a list, one frame per window."""
     exe = find_micropython()
-    bundle = device_bundle()
+    bundle = device_bundle("mp_driver.py" if windows is None else "mp_stream_driver.py")
     with tempfile.TemporaryDirectory(prefix="edgesynth-mp-") as tmp:
         cfg_path, rd_path, out_path, win_path = (os.path.join(tmp, n)
                                                  for n in ("cfg.json", "readings.bin", "frame", "windows.json"))
@@ -102,12 +103,14 @@ def _run(cfg, rows, heap, seed=None, device_id="device", epoch=0, key=None, word
                     _write_block(fh, block, int_channels)
             with open(win_path, "w") as fh:
                 json.dump([[e, q, len(block)] for e, q, block in windows], fh)
-            epoch, seq = windows[0][0], windows[0][1]
         env = dict(os.environ, MICROPYPATH=bundle + ":.frozen")
-        cmd = [exe, "-X", "heapsize=" + heap_flag(heap, words), "-c", "import mp_driver", cfg_path, rd_path, out_path,
-               "-" if seed is None else _bytes(seed).hex(), device_id, str(epoch), key.hex() if key else "-", str(seq)]
-        if windows is not None:
-            cmd.append(win_path)
+        seed_hex, key_hex = "-" if seed is None else _bytes(seed).hex(), key.hex() if key else "-"
+        if windows is None:
+            cmd = [exe, "-X", "heapsize=" + heap_flag(heap, words), "-c", "import mp_driver", cfg_path, rd_path,
+                   out_path, seed_hex, device_id, str(epoch), key_hex, str(seq)]
+        else:
+            cmd = [exe, "-X", "heapsize=" + heap_flag(heap, words), "-c", "import mp_stream_driver", cfg_path,
+                   rd_path, out_path, seed_hex, device_id, key_hex, win_path]
         try:  # cwd: `micropython -c` searches '' first, and an agent/ there would load from source
             proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT)
         except subprocess.TimeoutExpired:

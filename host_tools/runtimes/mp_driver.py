@@ -1,14 +1,10 @@
 # Runs under MicroPython (never imported by CPython): feeds recorded readings to
 # the agent inside a heap-capped interpreter and streams the frame to a file.
 #
-#   micropython -X heapsize=32wK mp_driver.py CONFIG READINGS OUT SEED DEVICE EPOCH KEY [SEQ [WINDOWS]]
+#   micropython -X heapsize=32wK mp_driver.py CONFIG READINGS OUT SEED DEVICE EPOCH KEY [SEQ]
 #
 # READINGS: b"ESR1", one byte d, d type bytes (b"i" int64 / b"d" float64), then
-# records of d little-endian 8-byte values. WINDOWS (a continual, phdstream
-# config): a JSON list [[epoch, seq, rows], ...]; READINGS then holds one such
-# block per window, ONE agent runs them all (Agent.next_window between
-# releases), the frames go to OUT back to back and each release prints
-# "FRAME <bytes>". SEED and KEY are hex or "-"; SEED "-"
+# records of d little-endian 8-byte values. SEED and KEY are hex or "-"; SEED "-"
 # draws fresh entropy (agent.Agent(seed=None): the platform's os.urandom, health-tested).
 # On MemoryError it prints one line "EDGESYNTH-OOM <in use> <free> <message>"
 # and exits 3, so the host can say how much was needed and how much there was.
@@ -32,33 +28,6 @@ def main(argv):
     cfg = None
     gc.collect()
     fh = open(rd_path, "rb")
-    out = open(out_path, "wb")
-
-    def sink(b, m):
-        out.write(b if m == len(b) else memoryview(b)[:m])
-
-    if len(argv) > 9:  # a continual stream: one agent, one step and frame per window
-        with open(argv[9]) as wf:
-            windows = json.load(wf)
-        buf = None
-        for i in range(len(windows)):
-            if i:
-                a.next_window(windows[i][0])
-            buf = _feed(fh, a.update, windows[i][2], struct, buf)
-            print("FRAME", a.release(sink))
-    else:
-        _feed(fh, a.update, -1, struct, None)
-        a.release(sink)
-    fh.close()
-    out.close()
-    print("EDGESYNTH-OK", gc.mem_alloc(), gc.mem_free())
-
-
-def _feed(fh, up, count, struct, buf):
-    """Read one block of the readings file (header, then ``count`` records,
-    or every record to the end for -1) into ``up``; returns the read buffer
-    (``buf``, or a new one of 16 records: the harness's own, kept small and
-    reused across windows)."""
     head = fh.read(5)
     if head[:4] != b"ESR1":
         raise ValueError("bad readings file")
@@ -66,18 +35,23 @@ def _feed(fh, up, count, struct, buf):
     fmts = fh.read(d)
     fmt = "<" + "".join("q" if t == 0x69 else "d" for t in fmts)
     rec = 8 * d
-    if buf is None:
-        buf = bytearray(rec * 16)
-    view = memoryview(buf)
-    while count:
-        n = fh.readinto(buf if count < 0 or count >= 16 else view[:rec * count])
+    buf = bytearray(rec * 16)  # the harness's own buffer: keep it small
+    up = a.update
+    while True:
+        n = fh.readinto(buf)
         if not n:
             break
         for off in range(0, n - n % rec, rec):
             up(struct.unpack_from(fmt, buf, off))
-        if count > 0:
-            count -= n // rec
-    return buf
+    fh.close()
+    out = open(out_path, "wb")
+
+    def sink(b, m):
+        out.write(b if m == len(b) else memoryview(b)[:m])
+
+    a.release(sink)
+    out.close()
+    print("EDGESYNTH-OK", gc.mem_alloc(), gc.mem_free())
 
 
 try:
