@@ -37,7 +37,9 @@ C_PHDSTREAM_OVERHEAD = 2048
 # doubling pools; on the unix port the fifth (320 entries, about 2 KiB on 32
 # bits) opens at the 301st name, and a run that opens it after construction
 # needs that block contiguous in a fragmented heap: 5-12 KiB more
-# (benchmarks/RESULTS.md). The base assumes the grid's runs stay below it.
+# (benchmarks/RESULTS.md). The base assumes the grid's runs stay below it: a
+# 32 KiB PrivHP or profile run through runtimes/mp_driver.py interns 298
+# (micropython.qstr_info), so agent/device.py loads phdstream by name.
 # phdstream: its modules (the step code, the DRBG and noise code it keeps)
 # and the step's transients, from benchmarks/bench_phdstream_memory.py's
 # continual runs of several windows with deletions; its construction's
