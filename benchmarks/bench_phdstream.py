@@ -98,6 +98,16 @@ def planned(counter, batch_max, ram=RAM):
         return None
 
 
+def ram_for(counter, nodes, batch_max=500):
+    """Smallest RAM (to 1 KiB) whose planned pool holds ``nodes`` nodes."""
+    lo, hi = RAM, 64 << 20
+    while hi - lo > 1024:
+        mid = (lo + hi) // 2
+        p = planned(counter, batch_max, mid)
+        lo, hi = (mid, hi) if p is None or p["mechanisms"][0]["max_nodes"] < nodes else (lo, mid)
+    return hi
+
+
 def pool_estimate(counter, batch_max, ram=RAM, overhead=BRIEF_OVERHEAD):
     """Largest max_nodes whose arrays (counter_bytes) fit in ``ram -
     overhead`` bytes with a ``batch_max``-event batch (0 if none)."""
@@ -474,10 +484,13 @@ def targets(summ, runs_all, steps):
         fr = "/".join(str(first_refusal(r)) for r in rs)
         need = int(np.mean([r["PHD simple chunked"]["used"][at80] for r in runs_all]))
         per_node = bytes_per_node(counter)[0]
+        end = int(np.max([r["PHD simple chunked"]["used"][-1] for r in runs_all]))
         parts.append("- %s (pool %d nodes): first refused split at window %s of %d (target: none before window %d, "
                      "80 %% of the run); the unbounded Simple run on the same cadence holds %d nodes then, %d B at "
-                     "this counter's %.2f B/node." % (label, rs[0]["max_nodes"], fr, W, at80, need,
-                                                      need * per_node, per_node))
+                     "this counter's %.2f B/node; the smallest RAM whose planned pool holds that many nodes is "
+                     "%s (%s for the %d nodes of the run's end, the largest over seeds)."
+                     % (label, rs[0]["max_nodes"], fr, W, at80, need, need * per_node, per_node,
+                        common.fmt_bytes(ram_for(counter, need)), common.fmt_bytes(ram_for(counter, end)), end))
     return "\n".join(parts)
 
 
