@@ -33,9 +33,9 @@ from .wire import FORMAT, MAGIC, MAX_MECHANISMS, MECHANISMS, PAYLOAD_KEYS, RELAT
 # eight, and MicroPython never frees an interned name (qstr).
 CONSTRUCTION = ("agent.privhp.build", "agent.cdf.build", "agent.profile.build", "agent.spec", "agent.dlap",
                 "firmware_shims.drbg", "firmware_shims.entropy", "firmware_shims.hmac256")
-# A continual mechanism (phdstream) draws noise at every step: its module
-# binds agent.spec's draw and holds the DRBG, which live on through those
-# references when the unload drops their modules.
+# The same unload serves a continual mechanism (phdstream), which draws noise
+# at every step: its module binds agent.spec's draw and holds the DRBG, and
+# those live on through the references when their modules are dropped.
 
 
 def ratio(v, what):
@@ -253,10 +253,19 @@ class Agent:
 def _build(specs, seed, factor, eps, restore=None):
     """Construction phase: every mechanism's tables (allocated first, while the
     heap is still unfragmented), the budget check, then the noise source and
-    their noise. The checks live in agent/spec.py, unloaded afterwards."""
+    their noise; a continual state's noise source comes first, as it lives
+    as long as the tables. The checks live in agent/spec.py, unloaded
+    afterwards."""
     from .spec import check_budget, spec_kind
     mechs = []
     budgets = []
+    # the noise source, built when called (a lambda: its name is not interned, see CONSTRUCTION)
+    source = lambda: shim("drbg").seeded_source(seed) if seed is not None else shim("drbg").platform_source()  # noqa: E731
+    rng = None
+    if restore is None and isinstance(specs[0], dict) and specs[0].get("kind") == "phdstream":
+        # a continual state keeps its noise source: build it (and intern its
+        # names) before the pool, not in the holes the pool's construction leaves
+        rng = source()
     for i in range(len(specs)):
         m = mechanism_class(spec_kind(specs[i], i, MECHANISMS))(specs[i], factor)
         if m.kind == "phdstream" and len(specs) > 1:  # its frames are one stream of steps
@@ -267,8 +276,8 @@ def _build(specs, seed, factor, eps, restore=None):
     if restore is not None:
         restore(mechs)  # the persisted noisy counters: no second noise draw
         return mechs
-    drbg = shim("drbg")
-    rng = drbg.seeded_source(seed) if seed is not None else drbg.platform_source()
+    if rng is None:
+        rng = source()
     for m in mechs:
         m.draw_noise(rng)
     return mechs
