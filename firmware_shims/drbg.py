@@ -11,7 +11,10 @@ from . import EntropyError
 from .hmac256 import hmac_sha256
 
 PERSONALIZATION = b"edgesynth-noise-v1"
-RESEED_INTERVAL = 1 << 24  # generate requests before a reseed is required
+# generate requests before a reseed is required (SP 800-90A allows up to 2**48):
+# 2**30 - 1, the largest small int of a 32-bit port, so a continual state (PHDStream,
+# a few hundred requests per window) runs for millions of windows
+RESEED_INTERVAL = 0x3FFFFFFF
 BLOCK = 64                 # bytes per generate request feeding the sampler
 
 

@@ -9,7 +9,7 @@
 
 #include "es_core.h"
 
-#define RESEED_INTERVAL (1UL << 24)
+#define RESEED_INTERVAL 0x3FFFFFFFUL /* as firmware_shims/drbg.py */
 static const uint8_t PERS[] = "edgesynth-noise-v1";
 
 /* K = HMAC(K, V || sep || provided); V = HMAC(K, V), for provided = a || b || c */

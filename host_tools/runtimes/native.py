@@ -271,7 +271,8 @@ class FallbackAgent:
 
     def update_rows(self, data):
         data = np.asarray(data)
-        if self._a.continual:  # phdstream: the agent's own update per event (a batch has nothing to vectorise)
+        if self._a.mechs[0].kind == "phdstream":
+            # continual: the agent's own update per event (a batch has nothing to vectorise)
             kind, x = core_readings(data, True)  # integral values as ints, as the C path takes them
             for row in (x if kind == "i32" else data).tolist():
                 self._a.update(row)
