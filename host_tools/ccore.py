@@ -161,7 +161,8 @@ def _phdstream(m):
               ("block", "uint32_t", m.block), ("horizon", "uint32_t", m.horizon),
               ("max_nodes", "uint32_t", n), ("batch_max", "uint32_t", batch), ("snap", "uint32_t", m.snap_every),
               ("eps_num", "uint64_t", m.eps_num), ("eps_den", "uint64_t", m.eps_den),
-              ("lo", "int32_t[]", list(m.lo)), ("hi", "int32_t[]", list(m.hi))]
+              ("lo", "int32_t[]", list(m.lo)), ("hi", "int32_t[]", list(m.hi)),
+              ("names", "names", [s.encode() for s in m.names[:m.d]])]  # the channels' (m.names ends with the op)
     # es_phdstream_mem_size: int32 pool, counters, queue (6), leaf increments and
     # batch codes; then batch signs and two bitmaps, padded to 4 bytes
     return True, 4 * (n * (per_node + 7) + batch) + ((batch + 2 * ((n + 7) >> 3) + 3) & ~3), fields

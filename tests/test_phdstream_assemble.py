@@ -91,7 +91,7 @@ def test_default_sample_puts_ceil_g_integer_points_in_each_positive_leaf(frames)
     gen = es.assemble(frames)
     for k in (1, 6, 10):
         rows = gen.sample(step=k, seed=3)
-        assert list(rows.columns) == ["x0", "x1"] and all(rows.dtypes == np.int64)
+        assert list(rows.columns) == ["x", "y"] and all(rows.dtypes == np.int64)
         level, path, mass = gen.model.cells(k)
         assert len(rows) == gen.population(k) > 0
         # the leaf cell of every point: its depth-10 path code, read against each leaf's prefix
@@ -151,7 +151,7 @@ def test_all_steps_via_the_cli(frames, tmp_path):
     out = r.invoke(main, ["sample", str(tmp_path / "g.gen"), "--all-steps", "--seed", "1", "-o", "-"])
     assert out.exit_code == 0
     lines = out.stdout.splitlines()
-    assert lines[0] == "step,x0,x1"
+    assert lines[0] == "step,x,y"
     steps = np.array([int(x.split(",")[0]) for x in lines[1:]])
     gen = es.load(tmp_path / "g.gen")
     assert np.array_equal(np.bincount(steps)[1:], [gen.population(k) for k in gen.steps])

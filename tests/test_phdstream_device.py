@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 VECTOR = REPO / "tests" / "mp" / "phd_vector.py"
 PAYLOAD_KEYS = {"bits", "d", "kind", "nv", "p", "snap", "t", "v"}
 PARAM_KEYS = {"beta", "block", "counter", "delta", "depth", "eps", "hi", "horizon", "lam", "lo",
-              "max_nodes", "noise", "snap", "theta"}
+              "max_nodes", "names", "noise", "snap", "theta"}
 
 
 def spec(**kw):
@@ -202,12 +202,13 @@ def test_counter_variance_matches_formula(counter, extra, n, noises, scale):
 
 
 def test_payload_fields_and_snapshots():
-    m = make(spec(counter="block", block=4, snap=3), b"wire")
+    m = make(spec(counter="block", block=4, snap=3, names=["lon", "lat"], op="ev"), b"wire")
     for events in stream(7):
         feed(m, events)
         m.step()
         p = msgpack.unpackb(frame(m), raw=False)
         assert set(p) == PAYLOAD_KEYS and set(p["p"]) == PARAM_KEYS
+        assert p["p"]["names"] == ["lon", "lat"]  # the channels', never the op column's
         assert p["kind"] == "phdstream" and p["v"] == 1 and p["t"] == m.t
         assert p["p"]["lam"] == [6, 4] and p["p"]["noise"] == "dlap" and p["p"]["delta"] >= 6 / 4 * math.log(2)
         bits = p["bits"]
@@ -231,7 +232,8 @@ def test_payload_fields_and_snapshots():
 
 def test_config_refused():
     for bad in ({"depth": 29}, {"eps": [1, 0]}, {"counter": "fast"}, {"counter": "tree", "horizon": 12},
-                {"max_nodes": 2}, {"skecth": 1}, {"hi": [64, 0]}):
+                {"max_nodes": 2}, {"skecth": 1}, {"hi": [64, 0]}, {"names": ["a", "a"]}, {"names": ["a", ""]},
+                {"names": ["a", "b"], "op": "b"}):
         with pytest.raises(ConfigError):
             PHDStream(spec(**bad))
 

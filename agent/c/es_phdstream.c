@@ -27,7 +27,7 @@ static int valid(const es_phdstream_cfg_t *c)
           c->counter <= ES_PHD_TREE && c->max_nodes >= 3 && c->max_nodes <= ES_PHD_MAX_NODES &&
           c->batch_max >= 1 && c->batch_max <= ES_PHD_MAX_BATCH && c->snap >= 1 && c->snap <= (1u << 30) &&
           c->eps_num >= 1 && c->eps_num <= 100ull * MAX_EPS_DEN && c->eps_den >= 1 &&
-          c->eps_den <= MAX_EPS_DEN && c->lo && c->hi))
+          c->eps_den <= MAX_EPS_DEN && c->lo && c->hi && c->names))
         return 0;
     if (c->counter == ES_PHD_BLOCK ? c->block < 2 || c->block > (1u << 16) : c->block != 0)
         return 0;
@@ -426,7 +426,7 @@ static void params(const es_phdstream_t *m, es_enc_t *e)
 {
     const es_phdstream_cfg_t *c = m->cfg;
     unsigned i;
-    es_enc_map(e, 14);
+    es_enc_map(e, 15);
     es_enc_key(e, "beta");
     es_enc_uint(e, 2);
     es_enc_key(e, "block");
@@ -457,6 +457,8 @@ static void params(const es_phdstream_t *m, es_enc_t *e)
         es_enc_int(e, c->lo[i]);
     es_enc_key(e, "max_nodes");
     es_enc_uint(e, c->max_nodes);
+    es_enc_key(e, "names");
+    es_enc_strs(e, c->names, c->d);
     es_enc_key(e, "noise");
     es_enc_key(e, "dlap");
     es_enc_key(e, "snap");

@@ -27,7 +27,8 @@ typedef struct {
     uint32_t block, horizon;       /* Block-B size (or 0); tree horizon T_h, a power of 2 (or 0) */
     uint32_t max_nodes, batch_max, snap;
     uint64_t eps_num, eps_den;     /* the per-event epsilon of the mechanism */
-    const int32_t *lo, *hi;        /* integer box, hi - lo in 1..2**29 - 1 (the entry carries no names) */
+    const int32_t *lo, *hi;        /* integer box, hi - lo in 1..2**29 - 1 */
+    const char *const *names;      /* d NUL-terminated UTF-8 channel names (the op column's is not released) */
 } es_phdstream_cfg_t;
 
 typedef struct {

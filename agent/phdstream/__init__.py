@@ -88,6 +88,9 @@ class PHDStream:
             if not isinstance(span[i], int):
                 raise ConfigError("phdstream channel %d: lo and hi must be integers" % i)
         names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])
+        for i in range(d):  # the release names the channels; the host refuses repeats
+            if names[i] in names[:i]:
+                raise ConfigError("phdstream.names must be distinct")
         op = spec.get("op", "op")
         if not isinstance(op, str) or not 0 < len(op) <= 64 or "\x00" in op or op in names:
             raise ConfigError("phdstream.op must be a short column name, not a channel's")

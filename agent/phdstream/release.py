@@ -9,7 +9,7 @@ from ..msgpack_out import key
 VERSION = 1
 BETA = 2
 NAMES = ("beta", "bits", "block", "cn", "counter", "d", "delta", "depth", "eps", "hi", "horizon", "kids",
-         "kind", "lam", "lo", "max_nodes", "n", "noise", "nv", "p", "snap", "t", "theta", "v")
+         "kind", "lam", "lo", "max_nodes", "n", "names", "noise", "nv", "p", "snap", "t", "theta", "v")
 _K = None
 
 
@@ -57,7 +57,7 @@ def encode(m, enc):
 
 
 def _params(m, enc, K):
-    enc.map(14)
+    enc.map(15)
     enc.raw(K["beta"])
     enc.uint(BETA)
     enc.raw(K["block"])
@@ -88,6 +88,10 @@ def _params(m, enc, K):
         enc.int(v)
     enc.raw(K["max_nodes"])
     enc.uint(m.max_nodes)
+    enc.raw(K["names"])  # the channels' columns, not the op's (the last of m.names)
+    enc.array(m.d)
+    for i in range(m.d):
+        enc.str(m.names[i].encode())
     enc.raw(K["noise"])
     enc.str(b"dlap")
     enc.raw(K["snap"])

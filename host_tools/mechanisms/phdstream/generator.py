@@ -233,7 +233,8 @@ class Generator:
             raise InputError("%s: malformed phdstream generator (%s)" % (source, e))
         d = len(names)
         if not 1 <= d <= MAX_CHANNELS or len(lo) != d or len(hi) != d or not all(a < b for a, b in zip(lo, hi)) \
-                or not all(isinstance(x, str) for x in names) or not all(_consistent(s) for s in streams):
+                or not all(isinstance(x, str) for x in names) or len(set(names)) != d \
+                or not all(_consistent(s) for s in streams):
             raise InputError("%s: phdstream generator arrays are inconsistent" % source)
         return cls(names, lo, hi, streams, meta)
 
@@ -302,8 +303,7 @@ def build(merges, windows, force_sum=False):
                          "its %d MiB; assemble fewer windows or devices at a time"
                          % (cells, FILE_BYTES_PER_CELL * cells >> 20, MAX_FILE >> 20))
     first = windows[0][2]
-    p = first.params
-    d = len(p.lo)
+    p = first.params  # one configuration (merge refuses others), so one list of channel names
     meta = {
         "mechanism": "phdstream",
         "epsilon": str(Fraction(merges.eps[0], merges.eps[1])),
@@ -318,4 +318,4 @@ def build(merges, windows, force_sum=False):
         "params": {"depth": p.depth, "counter": p.counter, "block": p.block, "horizon": p.horizon,
                    "max_nodes": p.max_nodes, "snap": p.snap},
     }
-    return Generator(["x%d" % i for i in range(d)], p.lo, p.hi, streams, meta)
+    return Generator(p.names, p.lo, p.hi, streams, meta)

@@ -21,16 +21,17 @@ from edgesynth.errors import SchemaError
 VERSION = 1
 KEYS = ("bits", "d", "kind", "nv", "p", "snap", "t", "v")
 PARAM_KEYS = ("beta", "block", "counter", "delta", "depth", "eps", "hi", "horizon", "lam", "lo", "max_nodes",
-              "noise", "snap", "theta")
+              "names", "noise", "snap", "theta")
 SNAP_KEYS = ("cn", "kids", "n")
 COUNTERS = ("simple", "block", "tree")
 MAX_DEPTH = 28
 MAX_CHANNELS = 8
 MAX_SPAN = 1 << 29
+MAX_NAME = 64  # characters of a channel name, as the device's spec check counts them (agent/spec.py)
 # Objects of the largest legal entry (frames.MAX_OBJECTS): the map, its
-# keys and values, p's keys and values with eps/lam's pairs and lo/hi of
-# MAX_CHANNELS each, the snapshot's keys and values.
-MAX_OBJECTS = 1 + 2 * len(KEYS) + 2 * len(PARAM_KEYS) + 2 * 2 + 2 * MAX_CHANNELS + 2 * len(SNAP_KEYS)
+# keys and values, p's keys and values with eps/lam's pairs and lo/hi/names
+# of MAX_CHANNELS each, the snapshot's keys and values.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 2 * len(PARAM_KEYS) + 2 * 2 + 3 * MAX_CHANNELS + 2 * len(SNAP_KEYS)
 
 
 def _uint(m, key, lo, hi, where):
@@ -81,10 +82,20 @@ def _is_tree(bits):
     return bool(bits.size) and not np.any(given <= np.arange(bits.size)) and 1 + 2 * int(ones[-1]) == bits.size
 
 
+def _names(names, d):
+    """The d channel names: distinct strings of 1..64 characters without
+    NUL (what agent/spec.py's names_field lets a device release)."""
+    if not isinstance(names, list) or len(names) != d \
+            or not all(isinstance(x, str) and 0 < len(x) <= MAX_NAME and "\x00" not in x for x in names) \
+            or len(set(names)) != d:
+        raise SchemaError("phdstream p.names must list %d distinct strings of 1..%d characters" % (d, MAX_NAME))
+    return list(names)
+
+
 class Params:
     """The public parameters of a payload's ``p`` (docs/mechanisms/phdstream.md,
     "Parameters"): ints, ``eps``/``lam`` (num, den) pairs, ``lo``/``hi``
-    lists of ints, ``factor`` the relation's noise factor (1 add/remove, 2
+    lists of ints, ``names`` the channels' column names, ``factor`` the relation's noise factor (1 add/remove, 2
     replace: every noise scale doubles, so lam = 6 factor / eps). Equal
     instances come from the same configuration."""
 
@@ -122,10 +133,14 @@ class Params:
             raise SchemaError("phdstream p.lo/p.hi must be 1..%d integer pairs with 0 < hi - lo <= 2**29"
                               % MAX_CHANNELS)
         self.lo, self.hi = list(lo), list(hi)
+        # public parameters like the box: part of the configuration's id, so
+        # streams of differently named channels never assemble together
+        self.names = _names(p["names"], len(lo))
 
     def key(self):
         return (self.beta, self.depth, self.delta, self.theta, self.max_nodes, self.snap, self.block, self.horizon,
-                self.eps, self.lam, self.counter, self.noise, tuple(self.lo), tuple(self.hi), self.factor)
+                self.eps, self.lam, self.counter, self.noise, tuple(self.lo), tuple(self.hi), tuple(self.names),
+                self.factor)
 
     def __eq__(self, other):
         return isinstance(other, Params) and self.key() == other.key()
@@ -252,8 +267,8 @@ class PHDStreamState:
     def describe(self):
         """JSON-ready summary for `inspect` (public values only)."""
         p = self.params
-        return {"kind": "phdstream", "step": self.t, "lo": list(p.lo), "hi": list(p.hi), "depth": p.depth,
-                "counter": p.counter, "max_nodes": p.max_nodes, "snap_every": p.snap,
+        return {"kind": "phdstream", "step": self.t, "names": list(p.names), "lo": list(p.lo), "hi": list(p.hi),
+                "depth": p.depth, "counter": p.counter, "max_nodes": p.max_nodes, "snap_every": p.snap,
                 "epsilon": "%d/%d" % self.budget, "noise_epsilon": str(Fraction(*p.eps)),
                 "visited": int(self.window.split.size), "leaves": self.window.leaves,
                 "increments_sum": int(self.window.y.sum()), "snapshot": self.window.snap is not None,
