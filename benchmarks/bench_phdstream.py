@@ -51,6 +51,7 @@ import os
 import sys
 import tempfile
 import time
+import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -231,9 +232,14 @@ def run_methods(stream, seed, eval_steps, truth, batch, log):
     biggest = max(b - a for a, b in wins)
     eval_at = {k: k for k in eval_steps}
     out, runs = {}, {}
-    rng = np.random.default_rng(seed)
+
+    def rng_for(name):
+        """Each method's own host randomness (sampling, B3's counters), so no
+        method's figures depend on how many draws another one made."""
+        return np.random.default_rng([seed, zlib.crc32(name.encode())])
 
     def score(name, gens, scale=None):
+        rng = rng_for(name)
         out[name] = {k: truth.errors(k, sample_gen(g, rng), 1.0 if scale is None else scale[k])
                      for k, g in gens.items()}
 
@@ -281,6 +287,7 @@ def run_methods(stream, seed, eval_steps, truth, batch, log):
     nleaf = len(mass)
     alpha = math.exp(-EPS)  # DLap scale 1/eps
     cum = np.asarray(mass, dtype=np.float64).copy()
+    rng = rng_for("B3 counters")
     gens = {}
     if 0 in eval_steps:
         gens[0] = (box_lo, box_hi, cum.copy())
@@ -292,6 +299,7 @@ def run_methods(stream, seed, eval_steps, truth, batch, log):
             gens[k] = (box_lo, box_hi, cum.copy())
     score("B3", gens)
     # PrivHP released per window on the live snapshot (64 KiB planner config)
+    rng = rng_for("PrivHP")
     res = {}
     for k in eval_steps:
         live = stream.live_after(k) + 0.5
