@@ -4,7 +4,7 @@ Materialises every vertex of the public binary tree of depth D (2**(D+1) - 1
 vertices, so D <= 8 or so) and keeps G(v, t) exactly as Fractions: each step
 runs PrivTree over the full tree on the path-monotone statistic
 c(v) = P(v) + I(v) (I: the step's inserts in v; P(v) = min(max(floor(G(v, t-1)), 0),
-P(parent)); docs/mechanisms/phdstream.md, "Privacy argument (device)"),
+P(parent)); docs/mechanisms/phdstream.md, "Privacy argument"),
 activates one counter per leaf of T(t) on the signed count ∇F(v, t) and adds
 Ext_T of the leaf increments with the corrected weights (1 on v and its
 ancestors, 2**-k k levels below v, 0 elsewhere). Cn(v) (the sum of v's

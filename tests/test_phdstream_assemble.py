@@ -1,5 +1,5 @@
 """PHDStream frames -> assemble -> stream generator -> sample (the host side
-of docs/mechanisms/phdstream.md, "Host"): frames from the continual agent,
+of docs/mechanisms/phdstream.md, "Host algorithms"): frames from the continual agent,
 the generator's steps equal a mirror fed the same payloads, ceil(G) points
 per positive leaf at the default n, resync after dropped frames, several
 devices, the generator file, the CLI's --step/--all-steps, and refusals."""

@@ -9,7 +9,7 @@ P_lo(E), each bound at level α/4 (two events, two bounds each, α = 1e-6), so a
 correct mechanism is rejected with probability at most α whatever the seed.
 
 The bound audited is the one the privacy argument gives for that neighbour
-(docs/mechanisms/phdstream.md, "Privacy argument (device)"): a deletion enters
+(docs/mechanisms/phdstream.md, "Privacy argument"): a deletion enters
 no split test, so the tree's distribution is the same under both streams and
 the whole release must be ε/2-DP (the counters' share); an insertion costs ε
 (tree ε/2 + counters ε/2); the tree alone must be ε/2-DP.

@@ -1,5 +1,5 @@
 """PHDStream's host decoder and mirror (edgesynth.mechanisms.phdstream.wire,
-.mirror) against payloads written to the Wire section of
+.mirror) against payloads written to the Wire map of
 docs/mechanisms/phdstream.md by an independent stand-in device: a tree
 keyed by path strings with random split decisions, a capped pool and
 random leaf increments. The mirror must equal the stand-in's tree after

@@ -2,7 +2,7 @@
  * for byte: a preallocated node pool, the window's batch of path codes and
  * signs, one PrivTree step per window over the pool (Kumar, Strohmer,
  * Vershynin, arXiv 2401.14577, Algorithms 6/7 with the per-node counters of
- * Appendix D) and the per-window payload (docs/mechanisms/phdstream.md, Wire).
+ * Appendix D) and the per-window payload (docs/mechanisms/phdstream.md, "Wire map").
  *
  * Every array lives in caller memory laid out by es_phdstream_init; the update
  * and the step allocate nothing. All values are integers below 2**30: Cn and

@@ -5,7 +5,7 @@ Data" (arXiv 2401.14577), the compute-efficient form of Appendix C (Algorithms
 6 and 7) with per-node counters (Algorithm 3, counters of Appendix D), as
 corrected in docs/mechanisms/phdstream.md: λ = (2β−1)/((β−1)·ε/2), leaf noise
 of scale 1/ε_c with ε_c = ε/2, and a split test on a path-monotone statistic
-(the section "Privacy argument (device)" there says why).
+(the section "Privacy argument" there says why).
 
 The public tree is binary (β = 2) over an integer box: level l >= 1 halves
 channel (l - 1) mod d at the midpoint. A reading is quantised on arrival to its
@@ -60,7 +60,7 @@ class PHDStream:
     """PHDStream state for one stream of d-channel integer readings with an
     insert/delete op.
 
-    ``spec`` (all public; docs/mechanisms/phdstream.md, "Parameters"):
+    ``spec`` (all public; docs/mechanisms/phdstream.md, "Parameters (the config entry)"):
     ``lo``/``hi`` integer box bounds per channel (1..8 channels, hi - lo in
     1..2**29 - 1), ``names`` the channel columns (default x0..x{d-1}), ``op``
     the op column (default "op"), ``depth`` D (1..28), ``eps`` [num, den] (the
@@ -419,7 +419,7 @@ class PHDStream:
         return release.snapshot_due(self)
 
     def encode(self, enc):
-        """Write the last step's payload (docs/mechanisms/phdstream.md, Wire)."""
+        """Write the last step's payload (docs/mechanisms/phdstream.md, "Wire map")."""
         if self.t == 0:
             raise ConfigError("phdstream: nothing to release before the first step")
         release.encode(self, enc)

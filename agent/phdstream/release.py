@@ -1,4 +1,4 @@
-"""The PHDStream per-window payload (docs/mechanisms/phdstream.md, "Wire").
+"""The PHDStream per-window payload (docs/mechanisms/phdstream.md, "Wire map").
 
 One msgpack map per step, keys sorted: the split bitmap over T(t)'s visited
 nodes in canonical BFS order, the leaf increments, the public parameters and,

@@ -1,4 +1,4 @@
-"""PHDStream on the host (docs/mechanisms/phdstream.md, "Host"):
+"""PHDStream on the host (docs/mechanisms/phdstream.md, "Host algorithms"):
 post-processing of the device's per-window releases. ``wire`` decodes a
 payload (a frame's phdstream entry: State), ``mirror`` rebuilds the
 device's union tree from them, ``tree`` holds the consistent extension

@@ -1,6 +1,6 @@
 """PHDStream's stream generator: per step, the leaves of T(t) of every
 device's stream with their masses G, saved as msgpack, and the sampler
-(docs/mechanisms/phdstream.md, "Host").
+(docs/mechanisms/phdstream.md, "Host algorithms").
 
 A stream is the frames of one (device, configuration) in epoch order; each
 is applied to a Mirror (resync at the next snapshot after a gap) and every

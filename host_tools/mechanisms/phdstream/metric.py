@@ -1,5 +1,5 @@
 """The range-query metric of the PHDStream paper (Kumar, Strohmer,
-Vershynin, arXiv 2401.14577, §5.4; docs/mechanisms/phdstream.md, "Host").
+Vershynin, arXiv 2401.14577, §5.4; docs/mechanisms/phdstream.md, "Host algorithms").
 
 Random axis-aligned rectangles of three size classes, counted on the true
 and on the synthetic snapshot, and the average relative error

@@ -1,5 +1,5 @@
 """The host's mirror of a PHDStream device's union tree, rebuilt bit for bit
-from its per-window payloads (docs/mechanisms/phdstream.md, "Host").
+from its per-window payloads (docs/mechanisms/phdstream.md, "Host algorithms").
 
 Each step's split bitmap names T(t) inside the union tree: a split node
 whose children the mirror lacks gets them (the device created them in that
@@ -10,7 +10,7 @@ After a gap (a missing step) the mirror waits for the next payload with a
 snapshot and restarts from it; a snapshot that arrives in sync must equal
 the mirror, which checks the stream end to end.
 
-Saturation (as on the device, docs/mechanisms/phdstream.md, "Parameters"):
+Saturation (as on the device, docs/mechanisms/phdstream.md, "Privacy argument", 6):
 Cn = clamp(Cn + y) and Cd = clamp(sum over the two children of Cd + Cn),
 clamp to [-2**27, 2**27], so the mirror stays bit-exact with a device whose
 counts saturate. An ``apply`` that raises leaves the mirror as it was.

@@ -11,7 +11,7 @@ of one bit per node; per batch slot 5 bytes (a path code and an op byte).
 (the MicroPython overhead of PHDStream measured on the unix port by
 benchmarks/bench_phdstream_memory.py, or the C core's).
 
-Budget (decision of docs/mechanisms/phdstream.md, "Pool and batch rules"):
+Budget (docs/mechanisms/phdstream.md, "Privacy argument", 4):
 with ``max_events`` N the deployment promises that no window holds more than
 N events (e.g. a fixed sample rate), ``batch_max`` = N, ``rate_bound`` is
 true and the mechanism's ε is the config's. Without it a window may

@@ -1,6 +1,6 @@
 """PHDStream's post-processing over an explicit tree: the consistent
 extension Ext_T, the per-step generator G and the synthetic sample
-(docs/mechanisms/phdstream.md, "Host"; Kumar, Strohmer, Vershynin,
+(docs/mechanisms/phdstream.md, "Host algorithms"; Kumar, Strohmer, Vershynin,
 arXiv 2401.14577, §2.3, eq. 5, eqs. 10-11 and Algorithm 6).
 
 A tree is ``children``: int64 array (N, beta), row v the children of node v

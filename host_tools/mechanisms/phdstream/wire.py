@@ -1,5 +1,5 @@
 """Decoder of PHDStream's per-window payload (docs/mechanisms/phdstream.md,
-"Wire"): one msgpack map per step with the split bitmap of T(t) in
+"Wire map"): one msgpack map per step with the split bitmap of T(t) in
 canonical BFS order, the int32 leaf increments, the public parameters and,
 every ``snap``-th step, a snapshot of the device's union tree.
 
@@ -94,7 +94,7 @@ def _names(names, d):
 
 class Params:
     """The public parameters of a payload's ``p`` (docs/mechanisms/phdstream.md,
-    "Parameters"): ints, ``eps``/``lam`` (num, den) pairs, ``lo``/``hi``
+    "Wire map"): ints, ``eps``/``lam`` (num, den) pairs, ``lo``/``hi``
     lists of ints, ``names`` the channels' column names, ``factor`` the relation's noise factor (1 add/remove, 2
     replace: every noise scale doubles, so lam = 6 factor / eps). Equal
     instances come from the same configuration."""
@@ -206,7 +206,7 @@ class Window:
 def decode(payload, factor=1):
     """Window of one payload (msgpack bytes, or the already-decoded map);
     ``factor`` the relation's noise factor (2 under replace). Raises
-    SchemaError on anything the Wire section does not allow."""
+    SchemaError on anything the Wire map does not allow."""
     if isinstance(payload, (bytes, bytearray, memoryview)):
         try:
             payload = msgpack.unpackb(bytes(payload), raw=False, strict_map_key=True)
@@ -240,7 +240,7 @@ class PHDStreamState:
         mechanism of its frame: the per-event p.eps when the deployment is
         rate-bound (or under replace neighbours), else twice it (a full batch
         can swap a refused event for a displaced one; docs/mechanisms/phdstream.md,
-        "Pool and batch rules"). SchemaError otherwise."""
+        "Privacy argument", 4). SchemaError otherwise."""
         num, den = self.params.eps
         if eps[0] * den == num * eps[1]:
             self.budget = (num, den)
