@@ -329,6 +329,9 @@ def combine(configs):
     for m in cfg["mechanisms"]:
         if not isinstance(m, dict) or m.get("kind") not in MECHANISMS:
             raise InputError("combined config is invalid: unknown mechanism %r" % (m,))
+        if m["kind"] == "phdstream":  # agent/device.py's rule: its frames are one stream of steps
+            raise InputError("combined config is invalid: a phdstream mechanism runs alone, its config holds "
+                             "no other mechanism")
     try:  # what the device would refuse (tables only: no noise is drawn here)
         mechs = [mechanism_class(m["kind"])(m, RELATIONS[cfg["relation"]]) for m in cfg["mechanisms"]]
         routes(cfg, mechs)

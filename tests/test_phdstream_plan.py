@@ -125,6 +125,12 @@ def test_cli_plan(tmp_path):
     assert r.exit_code == 2 and r.output.startswith("error: a 16384-byte budget is below")
 
 
+def test_combine_refuses_a_phdstream_config():
+    other = es.plan({"x0": (0, 1024)}, epsilon=1, mechanism="cdf", bins=16)
+    with pytest.raises(InputError, match="phdstream mechanism runs alone"):
+        es.combine([plan(max_events=800), other])
+
+
 def test_a_64k_plan_runs_on_micropython_in_its_heap():
     """The planned 64 KiB device runs a windowed stream with deletions on the
     unix port with -X heapsize=64wK, and its frames equal CPython's."""
