@@ -104,5 +104,6 @@ def umqtt_dir(cache_dir):
 @pytest.fixture(scope="session")
 def umqtt_path(pytestconfig, tmp_path_factory):
     """The umqtt directory to put on MICROPYPATH (cached under pytest's cache dir)."""
-    cache = pytestconfig.cache.mkdir("mqtt") if pytestconfig.cache is not None else tmp_path_factory.mktemp("mqtt")
+    cache = getattr(pytestconfig, "cache", None)  # absent under -p no:cacheprovider
+    cache = cache.mkdir("mqtt") if cache is not None else tmp_path_factory.mktemp("mqtt")
     return umqtt_dir(cache)
