@@ -25,7 +25,7 @@ from phd_reference import DensePHD  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 VECTOR = REPO / "tests" / "mp" / "phd_vector.py"
 PAYLOAD_KEYS = {"bits", "d", "kind", "nv", "p", "snap", "t", "v"}
-PARAM_KEYS = {"beta", "block", "counter", "delta", "depth", "eps", "hi", "horizon", "lam", "lo",
+PARAM_KEYS = {"beta", "block", "counter", "delta", "depth", "eps", "fold", "hi", "horizon", "lam", "lo",
               "max_nodes", "names", "noise", "snap", "theta"}
 
 

@@ -23,7 +23,7 @@ from phd_reference import DensePHD  # noqa: E402
 
 SAT = 1 << 27
 PARAMS = {"beta": 2, "block": 0, "counter": "simple", "delta": 5, "depth": 6, "eps": [1, 1], "hi": [1024, 512],
-          "horizon": 0, "lam": [6, 1], "lo": [0, 0], "max_nodes": 41, "names": ["x0", "x1"], "noise": "dlap",
+          "fold": 0, "horizon": 0, "lam": [6, 1], "lo": [0, 0], "max_nodes": 41, "names": ["x0", "x1"], "noise": "dlap",
           "snap": 4, "theta": 0}
 
 

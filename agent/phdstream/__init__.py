@@ -22,9 +22,10 @@ mass Ca is kept as floor(Ca), which is exact under nested floors
 the split test.
 
 Integer range (MicroPython small ints and the C core's int32 stay exact): Cn,
-Cd and every counter value saturate at ±SAT = ±2**27, so |floor(Ca)| <= 2**27
-by induction (the mean of two values in range), a released mass
-g = floor(Ca) + Cn + Cd is at most 3·2**27, the insert count I <= batch_max <=
+Cd, the folded mass Off, a node's own mass Cn + Off and every counter value
+saturate at ±SAT = ±2**27, so |floor(Ca)| <= 2**27 by induction (the mean of
+two values in range), a released mass g = floor(Ca) + (Cn + Off) + Cd is at
+most 3·2**27, the insert count I <= batch_max <=
 2**22, depth·delta < 28·2**22 < 2**27 (λ <= 2**22 by spec.check_scale) and a
 split noise |Z| < 2**29 (spec.draw): |b + Z| < 2**29 + 3·2**27 + 2**22 < 2**30.
 """
@@ -32,7 +33,7 @@ from array import array
 
 from ..errors import SEALED, ConfigError, ReadingError, SealedError
 from ..spec import bounds_field, check_scale, draw, int_field, known_fields, names_field
-from . import counters, release
+from . import counters, pool, release
 from .counters import SAT
 
 KIND = "phdstream"
@@ -49,7 +50,8 @@ LN2_NUM = 1143
 LN2_DEN = 1649
 COUNTERS = ("simple", "block", "tree")
 SPEC_KEYS = ("kind", "names", "op", "lo", "hi", "depth", "eps", "counter", "block", "horizon", "max_nodes",
-             "batch_max", "snap", "rate_bound")
+             "batch_max", "snap", "rate_bound", "fold")
+MAX_FOLD = 255                # the leaf streak fits a byte
 
 
 def _ceil_div(a, b):
@@ -68,7 +70,9 @@ class PHDStream:
     ``block`` B (2..2**16, block counter), ``horizon`` T_h (power of 2 up to
     2**16, tree counter), ``max_nodes`` pool size (3..2**22), ``batch_max``
     events per window (1..2**22), ``snap`` snapshot period in steps (>= 1),
-    ``rate_bound`` (bool, default false: the deployment promises that no
+    ``fold`` K (0..255, default 0 = off): a node that stays a leaf of T(t)
+    with children in the pool for K consecutive steps gives its subtree
+    back to the pool (pool.py), ``rate_bound`` (bool, default false: the deployment promises that no
     window holds more than ``batch_max`` events). ``factor`` multiplies every
     noise scale (1 for add/remove-one neighbours, 2 for replace-one).
     """
@@ -121,6 +125,7 @@ class PHDStream:
         self.max_nodes = n
         self.batch_max = int_field(spec, KIND, "batch_max", 1, MAX_BATCH)
         self.snap_every = int_field({"snap": spec.get("snap", 16)}, KIND, "snap", 1, 1 << 30)
+        self.fold = int_field({"fold": spec.get("fold", 0)}, KIND, "fold", 0, MAX_FOLD)
         rate_bound = spec.get("rate_bound", False)
         if rate_bound is not True and rate_bound is not False:
             raise ConfigError("phdstream.rate_bound must be true or false")
@@ -160,6 +165,13 @@ class PHDStream:
         self.cd = array("i", bytes(4 * n))
         self.kid = array("i", bytes(4 * n))
         self.used = 1
+        self.free = 0  # first node of the last freed child pair (0: none)
+        self.off = None
+        self.idle = None
+        if self.fold:
+            # folded mass Off (counted like Cn) and the leaf streak
+            self.off = array("i", bytes(4 * n))
+            self.idle = bytearray(n)
         if self.counter == "block":
             self.act = array("i", bytes(4 * n))
             self.ba = array("i", bytes(4 * n))
@@ -218,12 +230,15 @@ class PHDStream:
         """Bytes of every preallocated array (pool, counters, batch, queue,
         release buffers): the state's RAM apart from interpreter overhead."""
         n = 0
-        for name in ("cn", "cd", "kid", "act", "ba", "bs", "bsl", "alpha", "ahat", "codes", "q_node",
+        for name in ("cn", "cd", "kid", "off", "act", "ba", "bs", "bsl", "alpha", "ahat", "codes", "q_node",
                      "q_lo", "q_hi", "q_ca", "q_dep", "q_p", "ys"):
             a = getattr(self, name, None)
             if a is not None:
                 n += 4 * len(a)
-        return n + len(self.signs) + len(self.bits) + len(self.kbits)
+        n += len(self.signs) + len(self.bits) + len(self.kbits)
+        if self.idle is not None:
+            n += len(self.idle)
+        return n
 
     # ------------------------------------------------------------ readings
     def update(self, x):
@@ -299,6 +314,7 @@ class PHDStream:
         cn = self.cn
         cd = self.cd
         kid = self.kid
+        off = self.off
         qn = self.q_node
         qlo = self.q_lo
         qhi = self.q_hi
@@ -334,7 +350,10 @@ class PHDStream:
             for i in range(lo, hi):
                 ins += signs[i]
             split = False
-            p = ca + cn[v] + cd[v]        # floor(G(v, t-1))
+            own = cn[v]
+            if off is not None:
+                own = counters.sat(own + off[v])  # Cn + Off: the node's own mass
+            p = ca + own + cd[v]          # floor(G(v, t-1))
             if p < 0:
                 p = 0
             if p > qp[head]:
@@ -346,10 +365,8 @@ class PHDStream:
                 if b + draw(rng, lam_num, lam_den) > theta:
                     split = True
                     if kid[v] == 0:
-                        if self.used + 2 <= self.max_nodes:
-                            kid[v] = self.used
-                            self.used += 2
-                        else:
+                        kid[v] = pool.take(self)
+                        if kid[v] == 0:
                             split = False  # pool full: cap-and-refuse
                             self.refused_splits += 1
             if split:
@@ -373,7 +390,7 @@ class PHDStream:
                     signs[i] = signs[j]
                     signs[j] = s
                 c = kid[v]
-                cca = (ca + cn[v]) >> 1  # floor((Ca + Cn(v)) / β), eq. 10
+                cca = (ca + own) >> 1  # floor((Ca + Cn(v) + Off(v)) / β), eq. 10
                 qn[tail] = c
                 qlo[tail] = lo
                 qhi[tail] = i
@@ -394,15 +411,21 @@ class PHDStream:
                 ys[nl] = y
                 nl += 1
             head += 1
-        # children before parents (reverse BFS): Cd(v) = Σ_w Cd(w) + Cn(w), eq. 11,
-        # saturated like Cn (the host mirror applies the same rule)
+        # children before parents (reverse BFS): Cd(v) = Σ_w Cd(w) + Cn(w) + Off(w),
+        # eq. 11, saturated like Cn (the host mirror applies the same rule)
         i = tail - 1
         while i >= 0:
             if bits[i >> 3] >> (i & 7) & 1:
                 v = qn[i]
                 c = kid[v]
-                cd[v] = counters.sat(cd[c] + cn[c] + cd[c + 1] + cn[c + 1])
+                if off is None:
+                    cd[v] = counters.sat(cd[c] + cn[c] + cd[c + 1] + cn[c + 1])
+                else:
+                    cd[v] = counters.sat(cd[c] + counters.sat(cn[c] + off[c])
+                                         + cd[c + 1] + counters.sat(cn[c + 1] + off[c + 1]))
             i -= 1
+        if self.fold:
+            pool.fold_pass(self, tail)
         # the batch holds raw events: clear it (state at rest is released values
         # and counter internals only)
         for i in range(self.nb):

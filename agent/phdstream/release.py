@@ -8,8 +8,9 @@ from ..msgpack_out import key
 
 VERSION = 1
 BETA = 2
-NAMES = ("beta", "bits", "block", "cn", "counter", "d", "delta", "depth", "eps", "hi", "horizon", "kids",
-         "kind", "lam", "lo", "max_nodes", "n", "names", "noise", "nv", "p", "snap", "t", "theta", "v")
+NAMES = ("beta", "bits", "block", "cn", "counter", "d", "delta", "depth", "eps", "fold", "hi", "horizon", "idle",
+         "kids", "kind", "lam", "lo", "max_nodes", "n", "names", "noise", "nv", "off", "p", "snap", "t", "theta",
+         "v")
 _K = None
 
 
@@ -57,7 +58,7 @@ def encode(m, enc):
 
 
 def _params(m, enc, K):
-    enc.map(15)
+    enc.map(16)
     enc.raw(K["beta"])
     enc.uint(BETA)
     enc.raw(K["block"])
@@ -72,6 +73,8 @@ def _params(m, enc, K):
     enc.array(2)
     enc.uint(m.eps_num)
     enc.uint(m.eps_den)
+    enc.raw(K["fold"])
+    enc.uint(m.fold)
     enc.raw(K["hi"])
     enc.array(m.d)
     for v in m.hi:
@@ -101,10 +104,15 @@ def _params(m, enc, K):
 
 
 def _snapshot(m, enc, K):
-    """The union tree in canonical BFS order: kids bitmap and Cn. Reuses the
-    step's queue arrays (the step's release is in bits and ys)."""
+    """The union tree in canonical BFS order: kids bitmap and Cn, and with
+    folding Off and the leaf streaks (what the host's fold rule reads next).
+    Reuses the step's queue arrays (the step's release is in bits and ys)."""
     qn = m.q_node
     order_cn = m.q_lo
+    order_off = m.q_hi
+    order_idle = m.q_ca
+    off = m.off
+    idle = m.idle
     kbits = m.kbits
     kid = m.kid
     cn = m.cn
@@ -116,6 +124,9 @@ def _snapshot(m, enc, K):
     while head < tail:
         v = qn[head]
         order_cn[head] = cn[v]
+        if off is not None:
+            order_off[head] = off[v]
+            order_idle[head] = idle[v]
         c = kid[v]
         if c:
             kbits[head >> 3] |= 1 << (head & 7)
@@ -123,12 +134,18 @@ def _snapshot(m, enc, K):
             qn[tail + 1] = c + 1
             tail += 2
         head += 1
-    enc.map(3)
+    enc.map(3 if off is None else 5)
     enc.raw(K["cn"])
     enc.packed((memoryview(order_cn)[:tail],), "<i", 4)
+    if off is not None:
+        enc.raw(K["idle"])
+        enc.packed((memoryview(order_idle)[:tail],), "<B", 1)
     enc.raw(K["kids"])
     nbytes = (tail + 7) >> 3
     enc.bin_head(nbytes)
     enc.raw(memoryview(kbits)[:nbytes])
     enc.raw(K["n"])
     enc.uint(tail)
+    if off is not None:
+        enc.raw(K["off"])
+        enc.packed((memoryview(order_off)[:tail],), "<i", 4)

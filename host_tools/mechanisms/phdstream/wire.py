@@ -20,9 +20,11 @@ from edgesynth.errors import SchemaError
 
 VERSION = 1
 KEYS = ("bits", "d", "kind", "nv", "p", "snap", "t", "v")
-PARAM_KEYS = ("beta", "block", "counter", "delta", "depth", "eps", "hi", "horizon", "lam", "lo", "max_nodes",
-              "names", "noise", "snap", "theta")
+PARAM_KEYS = ("beta", "block", "counter", "delta", "depth", "eps", "fold", "hi", "horizon", "lam", "lo",
+              "max_nodes", "names", "noise", "snap", "theta")
 SNAP_KEYS = ("cn", "kids", "n")
+FOLD_SNAP_KEYS = ("cn", "idle", "kids", "n", "off")  # with folding (p.fold > 0)
+MAX_FOLD = 255
 COUNTERS = ("simple", "block", "tree")
 MAX_DEPTH = 28
 MAX_CHANNELS = 8
@@ -31,7 +33,7 @@ MAX_NAME = 64  # characters of a channel name, as the device's spec check counts
 # Objects of the largest legal entry (frames.MAX_OBJECTS): the map, its
 # keys and values, p's keys and values with eps/lam's pairs and lo/hi/names
 # of MAX_CHANNELS each, the snapshot's keys and values.
-MAX_OBJECTS = 1 + 2 * len(KEYS) + 2 * len(PARAM_KEYS) + 2 * 2 + 3 * MAX_CHANNELS + 2 * len(SNAP_KEYS)
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 2 * len(PARAM_KEYS) + 2 * 2 + 3 * MAX_CHANNELS + 2 * len(FOLD_SNAP_KEYS)
 
 
 def _uint(m, key, lo, hi, where):
@@ -109,6 +111,7 @@ class Params:
         self.snap = _uint(p, "snap", 1, 1 << 30, "p.")
         self.block = _uint(p, "block", 0, 1 << 30, "p.")
         self.horizon = _uint(p, "horizon", 0, 1 << 30, "p.")
+        self.fold = _uint(p, "fold", 0, MAX_FOLD, "p.")
         self.eps = _ratio(p, "eps")
         self.lam = _ratio(p, "lam")
         self.factor = factor
@@ -139,8 +142,8 @@ class Params:
 
     def key(self):
         return (self.beta, self.depth, self.delta, self.theta, self.max_nodes, self.snap, self.block, self.horizon,
-                self.eps, self.lam, self.counter, self.noise, tuple(self.lo), tuple(self.hi), tuple(self.names),
-                self.factor)
+                self.fold, self.eps, self.lam, self.counter, self.noise, tuple(self.lo), tuple(self.hi),
+                tuple(self.names), self.factor)
 
     def __eq__(self, other):
         return isinstance(other, Params) and self.key() == other.key()
@@ -165,16 +168,29 @@ def _interned(params):
 
 class Snapshot:
     """The union tree after a step: ``kids`` bool (n,), 1 = the node has
-    children, and ``cn`` int64 (n,), Cn of every node, both in canonical
-    BFS order of the union tree."""
+    children, ``cn`` int64 (n,), Cn of every node, and with folding (p.fold
+    > 0) ``off`` int64 (n,), the folded mass Off, and ``idle`` int64 (n,),
+    the leaf streaks (0..p.fold - 1), all in canonical BFS order of the
+    union tree; without folding ``off`` and ``idle`` are zeros."""
 
     def __init__(self, m, params):
-        _keys(m, SNAP_KEYS, "snap")
+        _keys(m, FOLD_SNAP_KEYS if params.fold else SNAP_KEYS, "snap")
         self.n = _uint(m, "n", 1, params.max_nodes, "snap.")
         self.kids = _bitmap(m["kids"], self.n, "snap.kids")
         if not _is_tree(self.kids):
             raise SchemaError("phdstream snap.kids is not a complete binary tree in BFS order")
         self.cn = _int32s(m["cn"], self.n, "snap.cn")
+        if params.fold:
+            self.off = _int32s(m["off"], self.n, "snap.off")
+            idle = m["idle"]
+            if not isinstance(idle, bytes) or len(idle) != self.n:
+                raise SchemaError("phdstream snap.idle must be %d bytes" % self.n)
+            self.idle = np.frombuffer(idle, np.uint8).astype(np.int64)
+            if np.any(self.idle >= params.fold):
+                raise SchemaError("phdstream snap.idle holds a streak of p.fold or more")
+        else:
+            self.off = np.zeros(self.n, dtype=np.int64)
+            self.idle = np.zeros(self.n, dtype=np.int64)
 
 
 class Window:
@@ -268,7 +284,7 @@ class PHDStreamState:
         """JSON-ready summary for `inspect` (public values only)."""
         p = self.params
         return {"kind": "phdstream", "step": self.t, "names": list(p.names), "lo": list(p.lo), "hi": list(p.hi),
-                "depth": p.depth, "counter": p.counter, "max_nodes": p.max_nodes, "snap_every": p.snap,
+                "depth": p.depth, "counter": p.counter, "max_nodes": p.max_nodes, "snap_every": p.snap, "fold": p.fold,
                 "epsilon": "%d/%d" % self.budget, "noise_epsilon": str(Fraction(*p.eps)),
                 "visited": int(self.window.split.size), "leaves": self.window.leaves,
                 "increments_sum": int(self.window.y.sum()), "snapshot": self.window.snap is not None,
