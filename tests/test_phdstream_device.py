@@ -245,7 +245,7 @@ def test_micropython_frames_equal_cpython():
                         timeout=120)
     assert cp.returncode == 0, cp.stderr
     lines = cp.stdout.splitlines()
-    assert len(lines) == 38 and len(set(lines)) == 38
+    assert len(lines) == 56 and len(set(lines)) == 56
     exe = shutil.which("micropython")
     if exe is None:
         pytest.skip("no `micropython` on PATH")

@@ -66,3 +66,5 @@ run("tree", spec("tree", 2000, horizon=4), 8, 150)
 run("pool", spec("simple", 41), 6, 150)
 run("full", spec("tree", 500, horizon=2, batch_max=90), 4, 150)  # a full batch refuses the rest
 run("replace", spec("block", 500, block=2), 4, 150, factor=2)
+run("fold", spec("block", 121, block=4, fold=1, snap=3), 10, 150)  # folds: freed pairs reused
+run("foldtree", spec("tree", 81, horizon=4, fold=2), 8, 150)
