@@ -155,17 +155,19 @@ def _profile(m):
 
 def _phdstream(m):
     n, batch = m.max_nodes, m.batch_max
-    per_node = 3 + {"simple": 0, "block": 4, "tree": 1 + 2 * getattr(m, "levels", 0)}[m.counter]
+    per_node = 3 + {"simple": 0, "block": 4, "tree": 1 + 2 * getattr(m, "levels", 0)}[m.counter] + (m.fold > 0)
     fields = [("d", "uint8_t", m.d), ("depth", "uint8_t", m.depth),
-              ("counter", "uint8_t", ("simple", "block", "tree").index(m.counter)),
+              ("counter", "uint8_t", ("simple", "block", "tree").index(m.counter)), ("fold", "uint8_t", m.fold),
               ("block", "uint32_t", m.block), ("horizon", "uint32_t", m.horizon),
               ("max_nodes", "uint32_t", n), ("batch_max", "uint32_t", batch), ("snap", "uint32_t", m.snap_every),
               ("eps_num", "uint64_t", m.eps_num), ("eps_den", "uint64_t", m.eps_den),
               ("lo", "int32_t[]", list(m.lo)), ("hi", "int32_t[]", list(m.hi)),
               ("names", "names", [s.encode() for s in m.names[:m.d]])]  # the channels' (m.names ends with the op)
-    # es_phdstream_mem_size: int32 pool, counters, queue (6), leaf increments and
-    # batch codes; then batch signs and two bitmaps, padded to 4 bytes
-    return True, 4 * (n * (per_node + 7) + batch) + ((batch + 2 * ((n + 7) >> 3) + 3) & ~3), fields
+    # es_phdstream_mem_size: int32 pool (Off with folding), counters, queue (6),
+    # leaf increments and batch codes; then batch signs, two bitmaps and the
+    # fold streaks, padded to 4 bytes
+    tail = batch + 2 * ((n + 7) >> 3) + (n if m.fold else 0)
+    return True, 4 * (n * (per_node + 7) + batch) + ((tail + 3) & ~3), fields
 
 
 PARAMS = {"privhp": _privhp, "cdf": _cdf, "profile": _profile, "phdstream": _phdstream}

@@ -54,11 +54,12 @@ static unsigned levels_of(const es_phdstream_cfg_t *c)
 /* int32 items per pool node (beyond the queue and release buffers) */
 static uint32_t node_words(const es_phdstream_cfg_t *c)
 {
+    uint32_t w = c->fold ? 4 : 3; /* Cn, Cd, kid (and Off) */
     if (c->counter == ES_PHD_BLOCK)
-        return 3 + 4;
+        return w + 4;
     if (c->counter == ES_PHD_TREE)
-        return 3 + 1 + 2 * levels_of(c);
-    return 3;
+        return w + 1 + 2 * levels_of(c);
+    return w;
 }
 
 size_t es_phdstream_mem_size(const es_phdstream_cfg_t *c)
@@ -69,9 +70,9 @@ size_t es_phdstream_mem_size(const es_phdstream_cfg_t *c)
     n = c->max_nodes;
     bitmap = (n + 7) >> 3;
     /* pool and counters, batch codes, queue (6 arrays), leaf increments; then
-     * batch signs and two bitmaps, padded to 4 bytes */
+     * batch signs, two bitmaps and the fold streaks, padded to 4 bytes */
     return 4 * (n * (node_words(c) + 6 + 1) + c->batch_max) +
-           ((c->batch_max + 2 * bitmap + 3) & ~(size_t)3);
+           ((c->batch_max + 2 * bitmap + (c->fold ? n : 0) + 3) & ~(size_t)3);
 }
 
 static int draw_noise(es_mech_t *base, es_drbg_t *rng);
@@ -107,6 +108,10 @@ int es_phdstream_init(es_phdstream_t *m, const es_phdstream_cfg_t *c, uint8_t fa
     m->cd = w += n;
     m->kid = w += n;
     w += n;
+    if (c->fold) {
+        m->off = w;
+        w += n;
+    }
     if (c->counter != ES_PHD_SIMPLE) {
         m->act = w;
         w += n;
@@ -133,6 +138,8 @@ int es_phdstream_init(es_phdstream_t *m, const es_phdstream_cfg_t *c, uint8_t fa
     m->signs = (uint8_t *)w;
     m->bits = m->signs + c->batch_max;
     m->kbits = m->bits + ((n + 7) >> 3);
+    if (c->fold)
+        m->idle = m->kbits + ((n + 7) >> 3);
     m->used = 1;
     return ES_OK;
 }
@@ -278,19 +285,106 @@ static NOINLINE int64_t count(es_phdstream_t *m, uint32_t v, int64_t h)
     }
 }
 
+/* ---- the pool (agent/phdstream/pool.py) ---------------------------------- */
+
+/* A node's own mass Cn + Off, saturated */
+static int32_t own_mass(const es_phdstream_t *m, int32_t v)
+{
+    return m->off ? clamp_sat((int64_t)m->cn[v] + m->off[v]) : m->cn[v];
+}
+
+/* The first node of a free child pair (the free list first, then the unused
+ * tail), or 0 when the pool is full */
+static int32_t take(es_phdstream_t *m)
+{
+    uint32_t c = m->free_pair;
+    if (c) {
+        m->free_pair = (uint32_t)m->kid[c];
+        m->kid[c] = 0;
+        return (int32_t)c;
+    }
+    c = m->used;
+    if (c + 2 <= m->cfg->max_nodes) {
+        m->used = c + 2;
+        return (int32_t)c;
+    }
+    return 0;
+}
+
+/* Queue x's child pair on pending (linked through Cd), reset x to a never-used
+ * node; the new head of pending */
+static int32_t drop(es_phdstream_t *m, int32_t x, int32_t pending)
+{
+    int32_t k = m->kid[x];
+    if (k) {
+        m->cd[k] = pending;
+        pending = k;
+    }
+    m->cn[x] = m->cd[x] = m->kid[x] = m->off[x] = 0;
+    m->idle[x] = 0;
+    if (m->cfg->counter == ES_PHD_BLOCK) {
+        m->act[x] = m->ba[x] = m->bs[x] = m->bsl[x] = 0;
+    } else if (m->cfg->counter == ES_PHD_TREE) {
+        m->act[x] = 0;
+        memset(m->alpha + (size_t)x * m->levels, 0, m->levels * sizeof m->alpha[0]);
+        memset(m->ahat + (size_t)x * m->levels, 0, m->levels * sizeof m->ahat[0]);
+    }
+    return pending;
+}
+
+/* Free v's strict descendants and keep their mass at v: Off += Cd */
+static void fold(es_phdstream_t *m, int32_t v)
+{
+    int32_t pending = m->kid[v];
+    m->off[v] = clamp_sat((int64_t)m->off[v] + m->cd[v]);
+    m->cd[v] = 0;
+    m->idle[v] = 0;
+    m->kid[v] = 0;
+    m->cd[pending] = 0;
+    while (pending) {
+        int32_t c = pending;
+        pending = drop(m, c + 1, drop(m, c, m->cd[c]));
+        m->kid[c] = (int32_t)m->free_pair;
+        m->free_pair = (uint32_t)c;
+    }
+}
+
+/* The fold rule after a step: split nodes' streaks restart; a leaf with
+ * children extends its streak and folds when it reaches K */
+static void fold_pass(es_phdstream_t *m, uint32_t tail)
+{
+    uint32_t i;
+    for (i = 0; i < tail; i++) {
+        int32_t v = m->q_node[i];
+        if (m->bits[i >> 3] >> (i & 7) & 1)
+            m->idle[v] = 0;
+        else if (m->kid[v]) {
+            if ((uint32_t)m->idle[v] + 1 >= m->cfg->fold)
+                fold(m, v);
+            else
+                m->idle[v]++;
+        }
+    }
+}
+
 /* ---- one step ---------------------------------------------------------- */
 
 /* The union tree in canonical BFS order (kids bitmap, Cn order in q_lo), for a
  * snapshot step: the step's queue is free once the release is in bits/ys. */
 static void snapshot(es_phdstream_t *m)
 {
-    int32_t *qn = m->q_node, *order_cn = m->q_lo;
+    int32_t *qn = m->q_node, *order_cn = m->q_lo, *order_off = m->q_hi;
+    uint8_t *order_idle = (uint8_t *)m->q_ca; /* n bytes fit its 4n */
     uint32_t head = 0, tail = 1;
     memset(m->kbits, 0, (m->cfg->max_nodes + 7) >> 3);
     qn[0] = 0;
     while (head < tail) {
         int32_t v = qn[head], k = m->kid[v];
         order_cn[head] = m->cn[v];
+        if (m->off) {
+            order_off[head] = m->off[v];
+            order_idle[head] = m->idle[v];
+        }
         if (k) {
             m->kbits[head >> 3] |= (uint8_t)(1u << (head & 7));
             qn[tail] = k;
@@ -331,7 +425,7 @@ int es_phdstream_step(es_phdstream_t *m)
             /* the path-monotone statistic: P(v) = min(max(g(v), 0), P(parent)),
              * g(v) = floor(G(v, t-1)) = floor(Ca) + Cn + Cd, plus the
              * window's insertions I(v) (deletions are not counted) */
-            int64_t g = (int64_t)ca + cn[v] + cd[v], b, z;
+            int64_t g = (int64_t)ca + own_mass(m, v) + cd[v], b, z;
             p = (int32_t)(g < 0 ? 0 : g > qp[head] ? qp[head] : g);
             b = (int64_t)p + ins - (int64_t)dep * delta;
             if (b < floor_b)
@@ -342,10 +436,8 @@ int es_phdstream_step(es_phdstream_t *m)
             if (b + z > theta) {
                 split = 1;
                 if (!kid[v]) {
-                    if (m->used + 2 <= c->max_nodes) {
-                        kid[v] = (int32_t)m->used;
-                        m->used += 2;
-                    } else {
+                    kid[v] = take(m);
+                    if (!kid[v]) {
                         split = 0; /* pool full: cap-and-refuse, a leaf of T(t) */
                         m->refused_splits++;
                     }
@@ -373,7 +465,7 @@ int es_phdstream_step(es_phdstream_t *m)
                     signs[b] = s;
                 }
             }
-            cca = (int32_t)(((int64_t)ca + cn[v]) >> 1); /* floor((Ca + Cn(v)) / beta), eq. 10 */
+            cca = (int32_t)(((int64_t)ca + own_mass(m, v)) >> 1); /* floor((Ca + Cn + Off) / beta), eq. 10 */
             qn[tail] = k;
             qlo[tail] = lo;
             qhi[tail] = a;
@@ -394,12 +486,14 @@ int es_phdstream_step(es_phdstream_t *m)
         }
         head++;
     }
-    /* children before parents (reverse BFS): Cd(v) = sum over children of Cd + Cn, eq. 11 */
+    /* children before parents (reverse BFS): Cd(v) = sum over children of Cd + Cn + Off, eq. 11 */
     for (i = (int64_t)tail - 1; i >= 0; i--)
         if (bits[i >> 3] >> (i & 7) & 1) {
             int32_t v = qn[i], k = kid[v];
-            cd[v] = clamp_sat((int64_t)cd[k] + cn[k] + cd[k + 1] + cn[k + 1]);
+            cd[v] = clamp_sat((int64_t)cd[k] + own_mass(m, k) + cd[k + 1] + own_mass(m, k + 1));
         }
+    if (c->fold)
+        fold_pass(m, tail);
     /* the batch holds raw events: cleared, so the state at rest is released
      * values and counter internals only */
     memset(codes, 0, (size_t)m->nb * sizeof codes[0]);
@@ -426,7 +520,7 @@ static void params(const es_phdstream_t *m, es_enc_t *e)
 {
     const es_phdstream_cfg_t *c = m->cfg;
     unsigned i;
-    es_enc_map(e, 15);
+    es_enc_map(e, 16);
     es_enc_key(e, "beta");
     es_enc_uint(e, 2);
     es_enc_key(e, "block");
@@ -441,6 +535,8 @@ static void params(const es_phdstream_t *m, es_enc_t *e)
     es_enc_array(e, 2);
     es_enc_uint(e, c->eps_num);
     es_enc_uint(e, c->eps_den);
+    es_enc_key(e, "fold");
+    es_enc_uint(e, c->fold);
     es_enc_key(e, "hi");
     es_enc_array(e, c->d);
     for (i = 0; i < c->d; i++)
@@ -486,14 +582,23 @@ static void encode(const es_mech_t *base, es_enc_t *e)
     params(m, e);
     es_enc_key(e, "snap");
     if (m->t == 1 || m->t % m->cfg->snap == 0) {
-        es_enc_map(e, 3);
+        es_enc_map(e, m->off ? 5 : 3);
         es_enc_key(e, "cn");
         es_enc_i32_le(e, m->q_lo, m->snap_n);
+        if (m->off) {
+            es_enc_key(e, "idle");
+            es_enc_bin_head(e, m->snap_n);
+            es_enc_raw(e, (const uint8_t *)m->q_ca, m->snap_n);
+        }
         es_enc_key(e, "kids");
         es_enc_bin_head(e, (m->snap_n + 7) >> 3);
         es_enc_raw(e, m->kbits, (m->snap_n + 7) >> 3);
         es_enc_key(e, "n");
         es_enc_uint(e, m->snap_n);
+        if (m->off) {
+            es_enc_key(e, "off");
+            es_enc_i32_le(e, m->q_hi, m->snap_n);
+        }
     } else {
         es_enc_nil(e);
     }

@@ -24,6 +24,7 @@ extern "C" {
  * the counter scales) is computed here exactly as agent/phdstream does. */
 typedef struct {
     uint8_t d, depth, counter;     /* channels 1..8; max depth D 1..28; ES_PHD_* */
+    uint8_t fold;                  /* fold-pruning after K steps a leaf (0 = off) */
     uint32_t block, horizon;       /* Block-B size (or 0); tree horizon T_h, a power of 2 (or 0) */
     uint32_t max_nodes, batch_max, snap;
     uint64_t eps_num, eps_den;     /* the per-event epsilon of the mechanism */
@@ -36,6 +37,8 @@ typedef struct {
     const es_phdstream_cfg_t *cfg;
     es_drbg_t rng;                 /* the agent's DRBG, kept: every step draws */
     int32_t *cn, *cd, *kid;        /* node pool: Cn, Cd, first child (0 = none) */
+    int32_t *off;                  /* folded mass Off (NULL without folding) */
+    uint8_t *idle;                 /* leaf streak of the fold rule (NULL without folding) */
     int32_t *act, *ba, *bs, *bsl;  /* Block: activations, a, s, s_last; Tree: act only */
     int32_t *alpha, *ahat;         /* Tree: levels p-sums per node */
     int32_t *codes;                /* the window's batch: depth-D path codes ... */
@@ -45,6 +48,7 @@ typedef struct {
     uint8_t *bits, *kbits;         /* split bitmap of T(t); snapshot's kids bitmap */
     uint64_t lam_num, lam_den, c_num, c_den;
     uint32_t delta, used, nb, nv, nl, t, snap_n, levels;
+    uint32_t free_pair;            /* first node of the last freed child pair (0: none) */
     uint32_t refused_splits;       /* device-side diagnostics, never released */
     uint32_t refused_events;
     int8_t err;                    /* sticky: a step's noise draw failed; no release */

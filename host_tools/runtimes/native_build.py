@@ -37,10 +37,10 @@ typedef struct {
 } es_profile_cfg_t;
 typedef struct { es_mech_t base; int32_t *ctr; uint16_t keys[8]; ...; } es_profile_t;
 typedef struct {
-    uint8_t d, depth, counter; uint32_t block, horizon, max_nodes, batch_max, snap;
+    uint8_t d, depth, counter, fold; uint32_t block, horizon, max_nodes, batch_max, snap;
     uint64_t eps_num, eps_den; const int32_t *lo, *hi; const char *const *names; ...;
 } es_phdstream_cfg_t;
-typedef struct { es_mech_t base; uint32_t delta, used, nb, nv, nl, t, refused_splits, refused_events;
+typedef struct { es_mech_t base; uint32_t delta, used, nb, nv, nl, t, refused_splits, refused_events, free_pair;
                  int32_t *cn, *cd, *kid; ...; } es_phdstream_t;
 typedef struct { uint8_t sealed; uint32_t epoch, seq; ...; } es_agent_t;
 
