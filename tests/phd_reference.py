@@ -78,7 +78,7 @@ class DensePHD:
     """Dense PHDStream over the box [lo, hi] (integers), depth D, ε = eps_num/eps_den."""
 
     def __init__(self, lo, hi, depth, eps_num, eps_den, counter="simple", block=8, horizon=128,
-                 max_nodes=None, sat=1 << 27):
+                 max_nodes=None, sat=1 << 27, fold=0):
         self.lo, self.hi, self.depth = list(lo), list(hi), depth
         self.d = len(lo)
         self.lam = (6 * eps_den, eps_num)                        # λ = 6/ε (β = 2, ε_tree = ε/2)
@@ -95,25 +95,38 @@ class DensePHD:
         self.max_nodes = max_nodes
         self.sat = sat
         self.cn = {v: 0 for v in self.G}                          # saturated sum of v's increments
+        self.off = {v: 0 for v in self.G}                         # folded mass (fold-pruning)
+        self.fold = fold                                          # K: fold after K steps a leaf (0 off)
+        self.idle = {}                                            # leaf streaks of union nodes
 
     def clamp(self, x):
         return max(-self.sat, min(self.sat, x))
 
-    def masses(self):
-        """floor(Ca + Cn + Cd) per vertex from the saturated Cn, densely: Cd bottom-up
-        (saturated sums over the two children), Ca exact top-down (eq. 10)."""
+    def own(self, v):
+        """A vertex's own mass Cn + Off, saturated."""
+        return self.clamp(self.cn[v] + self.off[v])
+
+    def cds(self):
+        """Cd per vertex: saturated sums over the two children of Cd + own mass."""
         D = self.depth
         cd = {}
         for k in range(D, -1, -1):
             for p in range(1 << k):
                 cd[(k, p)] = 0 if k == D else self.clamp(
-                    sum(cd[(k + 1, q)] + self.cn[(k + 1, q)] for q in (2 * p, 2 * p + 1)))
+                    sum(cd[(k + 1, q)] + self.own((k + 1, q)) for q in (2 * p, 2 * p + 1)))
+        return cd
+
+    def masses(self):
+        """floor(Ca + Cn + Off + Cd) per vertex from the saturated Cn, densely: Cd
+        bottom-up (cds), Ca exact top-down (eq. 10)."""
+        D = self.depth
+        cd = self.cds()
         ca = {(0, 0): Fraction(0)}
         for k in range(1, D + 1):
             for p in range(1 << k):
                 par = (k - 1, p >> 1)
-                ca[(k, p)] = (ca[par] + self.cn[par]) / 2
-        return {v: math.floor(ca[v]) + self.cn[v] + cd[v] for v in self.G}
+                ca[(k, p)] = (ca[par] + self.own(par)) / 2
+        return {v: math.floor(ca[v]) + self.own(v) + cd[v] for v in self.G}
 
     def code(self, x):
         """Depth-D path code of reading x: level l halves channel (l-1) mod d."""
@@ -188,7 +201,36 @@ class DensePHD:
         for v, y in zip(leaves, ys):
             self.add_ext(v, y)
             self.cn[v] = self.clamp(self.cn[v] + y)
+        if self.fold:
+            self.fold_step(queue, bits)
         return bits, ys
+
+    def fold_step(self, visited, bits):
+        """Fold-pruning: a leaf of T(t) whose children are in the union for K
+        consecutive steps loses its strict descendants (union, counters,
+        Cn, Off) and keeps their mass: Off(v) += Cd(v). G changes only below v:
+        Ext_T of the mass moved from the descendants to v."""
+        cd = self.cds()
+        for v, split in zip(visited, bits):
+            k, p = v
+            if split:
+                self.idle[v] = 0
+                continue
+            if (k + 1, 2 * p) not in self.union:
+                continue
+            self.idle[v] = self.idle.get(v, 0) + 1
+            if self.idle[v] < self.fold:
+                continue
+            self.idle[v] = 0
+            new = self.clamp(self.off[v] + cd[v])
+            self.add_ext(v, new - self.off[v])
+            self.off[v] = new
+            for w in [w for w in self.union if w[0] > k and w[1] >> (w[0] - k) == p]:
+                self.add_ext(w, -(self.cn[w] + self.off[w]))
+                self.union.discard(w)
+                self.counters.pop(w, None)
+                self.idle.pop(w, None)
+                self.cn[w] = self.off[w] = 0
 
     def add_ext(self, v, y):
         """G += Ext_T(y · 1_v) with the corrected weights."""

@@ -13,9 +13,11 @@ import pytest
 
 from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.phdstream import PHDStream, pool
+from edgesynth.firmware_shims.drbg import seeded_source
 from edgesynth.mechanisms.phdstream import mirror, tree, wire
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from phd_reference import DensePHD  # noqa: E402
 from test_phdstream_mirror import _device, _device_payload, _feed, _windows  # noqa: E402
 
 SPEC = {"lo": [0, 0], "hi": [1000, 600], "depth": 12, "eps": [1, 1], "counter": "simple", "max_nodes": 81,
@@ -188,3 +190,38 @@ def test_fold_spec_range():
     assert PHDStream(dict(SPEC, fold=0)).off is None
     a, b = PHDStream(dict(SPEC, fold=0)), PHDStream(dict(SPEC, fold=4))
     assert b.counter_bytes() - a.counter_bytes() == 5 * SPEC["max_nodes"]
+
+
+@pytest.mark.parametrize("counter, extra", [("simple", {}), ("block", {"block": 3}), ("tree", {"horizon": 4})])
+def test_folding_device_equals_the_dense_reference(counter, extra):
+    """The dense Algorithm 1/3 with the fold rule (tests/phd_reference.py,
+    exact fractions over the full tree) under the device's DRBG draws: the
+    same split bits and increments every step, and the host mirror's G from
+    the frames equals the dense G at every union node."""
+    spec = dict({"lo": [0, 0], "hi": [64, 64], "depth": 6, "eps": [4, 1], "counter": counter, "max_nodes": 31,
+                 "batch_max": 1000, "snap": 3, "fold": 1}, **extra)
+    dev, m = _device(spec, b"fold-dense"), mirror.Mirror()
+    ref = DensePHD(spec["lo"], spec["hi"], 6, 4, 1, counter=counter, block=extra.get("block", 8),
+                   horizon=extra.get("horizon", 128), max_nodes=31, fold=1)
+    rng_ref = seeded_source(b"fold-dense")
+    rng = np.random.default_rng(11)
+    live, folds = [], 0
+    for t in range(14):
+        events = []
+        for p in np.clip(rng.normal([8 + 4 * t, 50 - 3 * t], 5, size=(40, 2)), 0, 64).astype(int).tolist():
+            events.append((p, 1))
+            live.append(p)
+        for i in sorted(rng.choice(len(live), size=len(live) // 3, replace=False).tolist(), reverse=True):
+            events.append((live.pop(i), -1))
+        _feed(dev, events)
+        dev.step()
+        before = set(ref.union)
+        bits, ys = ref.step(rng_ref, events)
+        folds += bool(before - ref.union)  # nodes left the union: a fold
+        assert [dev.bits[i >> 3] >> (i & 7) & 1 for i in range(dev.nv)] == bits
+        assert list(dev.ys[:dev.nl]) == ys
+        assert m.apply(wire.decode(_device_payload(dev)))
+        assert m.nodes == len(ref.union)
+        depth, path, mass = m.cells()
+        assert all(ref.G[(k, p)] == g for k, p, g in zip(depth.tolist(), path.tolist(), mass.tolist()))
+    assert folds >= 3
