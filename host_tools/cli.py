@@ -286,12 +286,15 @@ def _jsonable(o):
                    "there).")
 @click.option("--op-name", default="op", show_default=True,
               help="phdstream: name of the op column (+1 insert, -1 delete) in the device's readings.")
+@click.option("--fold", default=None, type=click.IntRange(0, 255),
+              help="phdstream: fold-pruning: a node that stays a leaf K steps gives its subtree back to the pool "
+                   "(0: off; default 8 when the pool cannot hold the whole tree, else off).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Config file to write (JSON); '-' for stdout (the summary then goes to stderr).")
 def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, integer, n_max, sketch,
          j, clamp_share, uniform_split, hash_seed, relation, device_runtime, transport, depth, counter, max_events,
-         snap, op_name, as_json, output):
+         snap, op_name, fold, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
@@ -303,7 +306,7 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
                   branching=branching or None, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max,
                   sketch=sketch, rows=j, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
                   relation=relation, device_runtime=device_runtime, transport=transport, depth=depth,
-                  counter=counter, max_events=max_events, snap=snap, op_name=op_name)
+                  counter=counter, max_events=max_events, snap=snap, op_name=op_name, fold=fold)
     es.write_config(output, cfg)
     m, p = cfg["mechanisms"][0], cfg["plan"]
     if as_json:

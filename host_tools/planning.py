@@ -130,7 +130,7 @@ def _domain(value):
 def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, integer=None, bins=None,
          branching=None, domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None,
          clamp_share="1/50", uniform_split=False, hash_seed=None, relation="add-remove", device_runtime="micropython",
-         transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op"):
+         transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op", fold=None):
     """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
 
     bounds: the public range of each channel, never read off the data (privhp
@@ -190,7 +190,9 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         on events per window (batch_max = N, the mechanism runs at the full
         epsilon), or None (a quarter of the state's bytes for the batch, and
         epsilon/2 since an overflowing window costs twice); snap: snapshot
-        period in steps; op_name: the op column of the device's readings.
+        period in steps; op_name: the op column of the device's readings;
+        fold: K, the fold-pruning of subtrees idle K steps (0 off; None:
+        on with K = 8 when the pool cannot hold the whole tree).
         The node pool takes the rest of ``ram``.
 
     Raises InputError (with what is needed and what is given) when the plan
@@ -205,7 +207,7 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
                 branching=branching, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max, sketch=sketch,
                 rows=rows, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
                 relation=relation, device_runtime=device_runtime, depth=depth, counter=counter,
-                max_events=max_events, snap=snap, op_name=op_name)
+                max_events=max_events, snap=snap, op_name=op_name, fold=fold)
     if transport is None:
         return _plan(ram_bytes, **args)
     _one_of(transport, TRANSPORTS, "--transport")
@@ -261,11 +263,11 @@ def _with_transport(ram_bytes, transport, args):
 
 def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching, domain, cap, sample_bits, n_max,
           sketch, rows, clamp_share, uniform_split, hash_seed, relation, device_runtime, depth, counter, max_events,
-          snap, op_name):
+          snap, op_name, fold):
     names = _names(names)
     if mechanism == "phdstream":
         return _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_runtime, depth, counter,
-                               max_events, snap, op_name)
+                               max_events, snap, op_name, fold)
     bins = _int_in(bins, 2, MAX_BINS, "--bins")
     cap = _int_in(cap, 1, MAX_CAP, "--cap")
     sample_bits = _int_in(sample_bits, None, None, "--sample-bits")  # the planner checks its range
@@ -294,7 +296,7 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
 
 
 def _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_runtime, depth, counter, max_events,
-                    snap, op_name):
+                    snap, op_name, fold):
     if bounds is None or ram_bytes is None:
         raise InputError("--mechanism phdstream needs --bounds and --ram")
     if integer is not None:
@@ -309,7 +311,8 @@ def _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_run
     return plan_phdstream(lo, hi, eps, ram_bytes, names=names, op_name=op_name,
                           depth=_int_in(depth, 1, 28, "--depth"), counter=counter,
                           max_events=_int_in(max_events, 1, 2 ** 22, "--max-events"),
-                          snap=_int_in(snap, 1, 2 ** 30, "--snap"), relation=relation, runtime=device_runtime)
+                          snap=_int_in(snap, 1, 2 ** 30, "--snap"), relation=relation, runtime=device_runtime,
+                          fold=_int_in(fold, 0, 255, "--fold"))
 
 
 def combine(configs):

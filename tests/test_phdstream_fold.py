@@ -6,6 +6,7 @@ resync), folding must leave G unchanged at the folded node and above, the
 pool must never pass max_nodes, and a folded stream must keep splitting
 where the unfolded one is refused."""
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -225,3 +226,25 @@ def test_folding_device_equals_the_dense_reference(counter, extra):
         depth, path, mass = m.cells()
         assert all(ref.G[(k, p)] == g for k, p, g in zip(depth.tolist(), path.tolist(), mass.tolist()))
     assert folds >= 3
+
+
+def test_the_planner_folds_when_the_pool_cannot_hold_the_tree():
+    """Default: fold on (DEFAULT_FOLD) when the pool is smaller than the whole
+    depth-D tree, off when it holds it; --fold 0 gives the 5 B/node back to
+    the pool; the agent takes every plan and its RAM is the plan's."""
+    from edgesynth import agent
+    from edgesynth.mechanisms.phdstream.plan import DEFAULT_FOLD, plan_phdstream
+
+    def plan(**kw):
+        cfg = plan_phdstream([0, 0], [1 << 10, 1 << 10], Fraction(1), kw.pop("ram", 64 * 1024), max_events=500, **kw)
+        a = agent.Agent(cfg, seed=b"fold-plan-seed00")
+        assert a.counter_bytes() == cfg["plan"]["counter_bytes"]
+        return cfg["mechanisms"][0]
+
+    on, off, k3 = plan(), plan(fold=0), plan(fold=3)
+    assert on["fold"] == DEFAULT_FOLD and off["fold"] == 0 and k3["fold"] == 3
+    assert off["max_nodes"] > on["max_nodes"] == k3["max_nodes"]
+    small = plan(depth=6, ram=256 * 1024)  # 127 nodes hold the depth-6 tree
+    assert small["fold"] == 0 and small["max_nodes"] >= 127
+    with pytest.raises(Exception, match="--fold"):
+        plan(fold=256)

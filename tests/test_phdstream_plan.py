@@ -15,6 +15,7 @@ from edgesynth.cli import main
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.phdstream.plan import (
     BATCH_SHARE,
+    DEFAULT_FOLD,
     construction_transient,
     depth_cap,
     parse_counter,
@@ -47,12 +48,14 @@ def test_pool_fills_the_ram_and_the_agent_takes_the_config():
     ram = 64 * 1024
     nodes, batch = m["max_nodes"], m["batch_max"]
     assert p["pool_nodes"] == nodes and nodes % 2 == 1 and nodes > 300
-    assert p["counter_bytes"] == state_bytes(nodes, batch)
-    need = heap_need(state_bytes(nodes, batch), "micropython", "phdstream", channels=2,
-                     transient=construction_transient(nodes, batch))
+    k = m["fold"]  # the pool cannot hold the depth-18 tree: fold-pruning is on
+    assert k == p["fold"] == DEFAULT_FOLD
+    assert p["counter_bytes"] == state_bytes(nodes, batch, fold=k)
+    need = heap_need(state_bytes(nodes, batch, fold=k), "micropython", "phdstream", channels=2,
+                     transient=construction_transient(nodes, batch, fold=k))
     assert p["expected_peak_bytes"] == need <= ram
-    assert heap_need(state_bytes(nodes + 2, batch), "micropython", "phdstream", channels=2,
-                     transient=construction_transient(nodes + 2, batch)) > ram  # the largest pool that fits
+    assert heap_need(state_bytes(nodes + 2, batch, fold=k), "micropython", "phdstream", channels=2,
+                     transient=construction_transient(nodes + 2, batch, fold=k)) > ram  # the largest pool that fits
     # the batch's share: a quarter of the RAM beyond the runtime's overhead
     overhead = heap_need(0, "micropython", "phdstream", channels=2, transient=4)
     assert batch == int((ram - overhead) * BATCH_SHARE) // 5

@@ -21,6 +21,13 @@ runtime's overhead.
 The pool then gets the rest: ``max_nodes`` is the largest odd count (the
 root plus pairs of children) that fits.
 
+Fold-pruning (spec ``fold`` = K, agent/phdstream/pool.py): a node that stays
+a leaf for K steps gives its subtree back to the pool, for 5 more bytes per
+node (Off and the leaf streak). By default it is on with K = DEFAULT_FOLD
+whenever the pool cannot hold the whole depth-D tree (the union tree of a
+long stream would otherwise fill it and every later split would be refused;
+benchmarks/RESULTS.md, "PHDStream fold-pruning"), and off when it can.
+
 Depth: the paper's D = 20 (its experiments), capped so that an integer cell
 is never split below one unit in total: D <= sum over channels of
 floor(log2(hi - lo)).
@@ -43,6 +50,8 @@ DEFAULT_SNAP = 16
 NODE_BYTES = 40           # Cn, Cd, kid, 6 queue slots, the leaf increment: 10 int32
 BLOCK_NODE_BYTES = 16     # activation count, a, s, s_last
 BATCH_SLOT_BYTES = 5      # int32 path code + op byte
+FOLD_NODE_BYTES = 5       # Off (int32) and the leaf streak (byte)
+DEFAULT_FOLD = 8          # K: steps a leaf before its subtree folds (benchmarks/bench_phdstream_fold.py)
 
 
 def tree_levels(horizon):
@@ -50,10 +59,11 @@ def tree_levels(horizon):
     return horizon.bit_length()
 
 
-def state_bytes(nodes, batch, counter="simple", horizon=0):
+def state_bytes(nodes, batch, counter="simple", horizon=0, fold=0):
     """Exact bytes of a PHDStream state's preallocated arrays (the device's
-    ``counter_bytes()``): ``nodes`` pool nodes, ``batch`` batch slots."""
-    per = NODE_BYTES
+    ``counter_bytes()``): ``nodes`` pool nodes, ``batch`` batch slots,
+    ``fold`` K (0: no fold-pruning arrays)."""
+    per = NODE_BYTES + (FOLD_NODE_BYTES if fold else 0)
     if counter == "block":
         per += BLOCK_NODE_BYTES
     elif counter == "tree":
@@ -61,12 +71,12 @@ def state_bytes(nodes, batch, counter="simple", horizon=0):
     return per * nodes + 2 * ((nodes + 7) >> 3) + BATCH_SLOT_BYTES * batch
 
 
-def construction_transient(nodes, batch, counter="simple", horizon=0):
+def construction_transient(nodes, batch, counter="simple", horizon=0, fold=0):
     """Bytes the construction holds beside the arrays at its peak
     (ram.heap_need's ``transient``): the device builds each array from a zero
     buffer of its size, and on the unix port up to two such buffers of the
     largest arrays are live at once (benchmarks/bench_phdstream_memory.py)."""
-    sizes = [4 * nodes, 4 * nodes, 4 * batch]
+    sizes = [4 * nodes, 4 * nodes, 4 * batch] + ([4 * nodes] if fold else [])
     if counter == "tree":
         sizes += [4 * nodes * tree_levels(horizon)] * 2   # alpha, alpha-hat
     sizes.sort()
@@ -101,7 +111,7 @@ def depth_cap(lo, hi):
 
 
 def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, counter="simple", max_events=None,
-                   snap=DEFAULT_SNAP, relation="add-remove", runtime="micropython"):
+                   snap=DEFAULT_SNAP, relation="add-remove", runtime="micropython", fold=None):
     """The public device config (a JSON-ready dict) of a PHDStream device.
 
     lo, hi: integer bounds per channel (1..8 channels; the box is integer).
@@ -109,7 +119,9 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
     ram: bytes the agent may use. depth: D (default min(20, depth_cap)).
     counter: "simple", "block:K" or "tree[:T]". max_events: the public
     per-window event bound N (rate_bound), or None. snap: snapshot period in
-    steps. Raises InputError when nothing fits or a parameter is refused.
+    steps. fold: K in 0..255 (0 off), or None: DEFAULT_FOLD when the pool
+    cannot hold the whole depth-D tree, else off. Raises InputError when
+    nothing fits or a parameter is refused.
     """
     d = len(lo)
     if not 1 <= d <= 8:
@@ -141,9 +153,13 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
         raise InputError("a %d-byte budget is below phdstream's measured runtime overhead of %d bytes on %s; "
                          "give the agent more RAM" % (ram, overhead, runtime))
 
+    if fold is not None and not 0 <= fold <= 255:
+        raise InputError("--fold must be in [0, 255] (0: off), got %d" % fold)
+    k = DEFAULT_FOLD if fold is None else fold
+
     def need(nodes, batch):
-        return heap_need(state_bytes(nodes, batch, kind, horizon), runtime, KIND, channels=d,
-                         transient=construction_transient(nodes, batch, kind, horizon))
+        return heap_need(state_bytes(nodes, batch, kind, horizon, k), runtime, KIND, channels=d,
+                         transient=construction_transient(nodes, batch, kind, horizon, k))
     if rate_bound:
         batch = max_events
     else:
@@ -152,12 +168,15 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
     if need(3, batch) > ram:
         raise InputError("a %d-byte budget cannot hold a phdstream state with a %d-event batch: it needs at least "
                          "%d bytes (%d of arrays + the %s runtime's overhead)"
-                         % (ram, batch, need(3, batch), state_bytes(3, batch, kind, horizon), runtime))
+                         % (ram, batch, need(3, batch), state_bytes(3, batch, kind, horizon, k), runtime))
     nodes = _largest(lambda n: need(n, batch) <= ram, 3, MAX_NODES)
+    if fold is None and nodes >= (2 << depth) - 1:
+        k = 0  # the pool holds the whole tree: nothing to fold
+        nodes = _largest(lambda n: need(n, batch) <= ram, 3, MAX_NODES)
     nodes -= 1 - nodes % 2   # the root and pairs of children: an even last slot is never used
     mech = {"kind": KIND, "names": names, "op": op_name, "lo": list(lo), "hi": list(hi), "depth": depth,
             "eps": [m_eps.numerator, m_eps.denominator], "counter": kind, "max_nodes": nodes, "batch_max": batch,
-            "snap": snap, "rate_bound": rate_bound}
+            "snap": snap, "rate_bound": rate_bound, "fold": k}
     if kind == "block":
         mech["block"] = block
     elif kind == "tree":
@@ -166,7 +185,7 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
         PHDStream(mech, 2 if relation == "replace" else 1)
     except ConfigError as e:
         raise InputError("the device would refuse this plan: %s" % e)
-    size = state_bytes(nodes, batch, kind, horizon)
+    size = state_bytes(nodes, batch, kind, horizon, k)
     guarantee = ("epsilon %s per event over the whole stream, for streams whose windows hold at most %d events "
                  "(--max-events)" % (eps, batch)) if rate_bound else \
         ("epsilon %s per event over the whole stream; a window past %d events refuses the rest, so the "
@@ -174,6 +193,7 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
     return device_config(eps, relation, mech, {
         **ram_notes(ram, size, need(nodes, batch), runtime),
         "pool_nodes": nodes,
+        "fold": k,
         "batch_max": batch,
         "depth": depth,
         "counter": counter if kind == "simple" else "%s:%d" % (kind, block or horizon),
