@@ -80,21 +80,22 @@ CLASSES = ("small", "medium", "large")
 
 
 # ---------------------------------------------------------------- device runs
-def spec(counter, max_nodes, batch_max):
+def spec(counter, max_nodes, batch_max, fold=0):
     s = {"kind": "phdstream", "lo": [0, 0], "hi": [SPAN, SPAN], "depth": DEPTH, "eps": [EPS, 1],
          "counter": counter, "max_nodes": max_nodes, "batch_max": batch_max, "snap": 16,
-         "rate_bound": True}  # the benchmark's windows are fixed: batch_max bounds every one
+         "rate_bound": True, "fold": fold}  # the benchmark's windows are fixed: batch_max bounds every one
     if counter == "block":
         s["block"] = 8
     return s
 
 
-def planned(counter, batch_max, ram=RAM):
+def planned(counter, batch_max, ram=RAM, fold=None):
     """The planner's config for a ``ram``-byte MicroPython device whose
-    windows hold at most ``batch_max`` events (None if it does not fit)."""
+    windows hold at most ``batch_max`` events (None if it does not fit);
+    ``fold`` as the planner takes it (None: its default)."""
     try:
         return plan_phdstream([0, 0], [SPAN, SPAN], Fraction(EPS), ram, depth=DEPTH, counter=PLAN_COUNTER[counter],
-                              max_events=batch_max)
+                              max_events=batch_max, fold=fold)
     except InputError:
         return None
 
@@ -138,12 +139,13 @@ def payload(m, enc):
     return b"".join(chunks)
 
 
-def run_phd(rows, wins, counter, max_nodes, batch_max, seed, eval_at):
+def run_phd(rows, wins, counter, max_nodes, batch_max, seed, eval_at, fold=0):
     """One device over the windows ``wins`` ((start, end) into ``rows``, each
-    row x, y, op). Returns a dict: generators at the windows of ``eval_at``
-    ({window: label}), pool use and refused splits after every window, the
-    update and step seconds, the frame bytes."""
-    m = PHDStream(spec(counter, max_nodes, batch_max))
+    row x, y, op), fold-pruning after ``fold`` steps (0 off). Returns a
+    dict: generators at the windows of ``eval_at`` ({window: label}), pool
+    use and refused splits after every window, the update and step seconds,
+    the frame bytes."""
+    m = PHDStream(spec(counter, max_nodes, batch_max, fold))
     m.draw_noise(seeded_source(seed))
     mirror = Mirror()
     enc = Encoder()
@@ -163,7 +165,7 @@ def run_phd(rows, wins, counter, max_nodes, batch_max, seed, eval_at):
         nbytes += len(data)
         if not mirror.apply(decode(data)):
             raise RuntimeError("mirror skipped window %d" % w)
-        used.append(m.used)
+        used.append(mirror.nodes)  # the pool in use (folded pairs are free again)
         refused.append(m.refused_splits)
         if w in eval_at:
             gens[eval_at[w]] = mirror.generator()
@@ -257,8 +259,9 @@ def run_methods(stream, seed, eval_steps, truth, batch, log):
     shift = len(chunked) - len(wins)
     eval_chunked = {k + shift: k for k in eval_steps}
     cbatch = max(b - a for a, b in chunked)
-    variants = [("simple", planned("simple", cbatch)["mechanisms"][0]["max_nodes"], "PHD simple @64KiB"),
-                ("block", planned("block", cbatch)["mechanisms"][0]["max_nodes"], "PHD block8 @64KiB"),
+    # without fold-pruning (bench_phdstream_fold.py measures it)
+    variants = [("simple", planned("simple", cbatch, fold=0)["mechanisms"][0]["max_nodes"], "PHD simple @64KiB"),
+                ("block", planned("block", cbatch, fold=0)["mechanisms"][0]["max_nodes"], "PHD block8 @64KiB"),
                 ("simple", BIG_POOL, "PHD simple chunked")]
     for counter, pool, label in variants:
         t = time.perf_counter()
