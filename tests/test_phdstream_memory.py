@@ -28,7 +28,10 @@ def test_cpython_runs_the_script():
                         timeout=120)
     assert cp.returncode == 0, cp.stderr
     f = figures(cp.stdout)
-    assert f["update_locked"] == -1 and f["nv"] == 1 + 2 * (f["nv"] // 2) and f["nl"] == (f["nv"] + 1) // 2
+    for pre in ("", "fold_"):
+        assert f[pre + "update_locked"] == -1 and f[pre + "nv"] == 1 + 2 * (f[pre + "nv"] // 2) \
+            and f[pre + "nl"] == (f[pre + "nv"] + 1) // 2
+    assert f["freed"] == 0 and f["fold_freed"] == 1
 
 
 def test_micropython_update_allocates_nothing_and_step_keeps_nothing():
@@ -40,11 +43,14 @@ def test_micropython_update_allocates_nothing_and_step_keeps_nothing():
                         text=True, timeout=300)
     assert mp.returncode == 0, mp.stderr + mp.stdout
     f = figures(mp.stdout)
-    assert f["update_locked"] == 1000            # 1000 updates under heap_lock(): no MemoryError
-    assert f["update_grew"] == 0
-    assert f["step_retained"] == 0               # the batch is cleared in place, the noise garbage is freed
-    draws = f["nv"] + f["nl"]                    # an upper bound: leaves at depth D draw no split noise
-    assert f["step_own_bytes"] <= 64 * draws, f  # spec.draw's import only; nothing per node or event
-    assert f["step_bytes"] <= 2048 * draws, f    # the DRBG's HMAC blocks (transient)
+    assert f["fold_freed"] == 1  # the folding state's last step left pairs free
+    for pre in ("", "fold_"):  # without and with fold-pruning
+        g = {k[len(pre):]: v for k, v in f.items() if k.startswith(pre) and (pre or not k.startswith("fold_"))}
+        assert g["update_locked"] == 1000            # 1000 updates under heap_lock(): no MemoryError
+        assert g["update_grew"] == 0
+        assert g["step_retained"] == 0               # the batch is cleared in place, the noise garbage is freed
+        draws = g["nv"] + g["nl"]                    # an upper bound: leaves at depth D draw no split noise
+        assert g["step_own_bytes"] <= 64 * draws, g  # spec.draw's import only; nothing per node or event
+        assert g["step_bytes"] <= 2048 * draws, g    # the DRBG's HMAC blocks (transient)
     print("phdstream step: %d B allocated (transient) for <= %d draws, %d B without the DRBG; state %d B"
           % (f["step_bytes"], draws, f["step_own_bytes"], f["state_bytes"]))

@@ -14,7 +14,10 @@ Prints ``key value`` lines:
 * ``step_retained B``: mem_alloc() after a step and a collection minus before;
 * ``step_own_bytes B``: one step's allocation with an allocation-free stand-in
   for the DRBG (the step's own code).
-Under CPython the lock and mem_alloc lines are skipped (``update_locked -1``).
+* ``freed 0|1``: whether pairs are free after the last step.
+The same lines again prefixed ``fold_`` for the state with fold-pruning
+(``fold`` 1). Under CPython the lock and mem_alloc lines are skipped
+(``update_locked -1``).
 """
 import gc
 
@@ -27,9 +30,9 @@ except ImportError:
     micropython = None
 
 
-def main():
+def main(fold, pre):
     s = {"kind": "phdstream", "lo": [0, -50], "hi": [1000, 50], "depth": 12, "eps": [1, 1], "counter": "block",
-         "block": 4, "max_nodes": 600, "batch_max": 4000, "snap": 4}
+         "block": 4, "max_nodes": 600, "batch_max": 4000, "snap": 4, "fold": fold}
     m = PHDStream(s)
     rng = seeded_source(b"phd-memory")
     m.draw_noise(rng)
@@ -52,7 +55,7 @@ def main():
     finally:
         if measure:
             micropython.heap_unlock()
-    print("update_locked %d" % (n if measure else -1))
+    print(pre + "update_locked %d" % (n if measure else -1))
     m.step()
     grew = -1
     gc.collect()
@@ -66,7 +69,7 @@ def main():
     if measure:
         grew = gc.mem_alloc() - a0
         gc.enable()
-    print("update_grew %d" % grew)
+    print(pre + "update_grew %d" % grew)
     m.step()
     for i in range(300):
         up(rows[i & 63])
@@ -80,11 +83,11 @@ def main():
     if measure:
         step_bytes = gc.mem_alloc() - a0
         gc.enable()
-    print("step_bytes %d" % step_bytes)
-    print("nv %d" % m.nv)
-    print("nl %d" % m.nl)
-    print("drbg_bytes %d" % (rng.consumed - consumed))
-    print("state_bytes %d" % m.counter_bytes())
+    print(pre + "step_bytes %d" % step_bytes)
+    print(pre + "nv %d" % m.nv)
+    print(pre + "nl %d" % m.nl)
+    print(pre + "drbg_bytes %d" % (rng.consumed - consumed))
+    print(pre + "state_bytes %d" % m.counter_bytes())
     # after a collection the step kept nothing: the DRBG's blocks are garbage
     retained = -1
     for i in range(300):
@@ -96,7 +99,7 @@ def main():
     gc.collect()
     if measure:
         retained = gc.mem_alloc() - a0
-    print("step_retained %d" % retained)
+    print(pre + "step_retained %d" % retained)
     # the step's own allocation: the same step with an allocation-free stand-in source
     m.draw_noise(Lcg())
     for i in range(300):
@@ -110,7 +113,8 @@ def main():
     if measure:
         own = gc.mem_alloc() - a0
         gc.enable()
-    print("step_own_bytes %d" % own)
+    print(pre + "step_own_bytes %d" % own)
+    print(pre + "freed %d" % (1 if m.free else 0))  # folding gave pairs back (0 without it)
 
 
 class Lcg:
@@ -125,4 +129,5 @@ class Lcg:
         return self.x % m
 
 
-main()
+main(0, "")
+main(1, "fold_")  # fold-pruning: every leaf with children folds at once
