@@ -330,10 +330,11 @@ def _plan_line(m, p, output):
                 % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
                    p["expected_peak_bytes"], p["ram_bytes"])) + _resolution_text(m, p)
     if m["kind"] == "phdstream":
-        return ("wrote %s: phdstream depth %d, %s counter, pool of %d nodes, batch of %d events; arrays %d B, "
+        return ("wrote %s: phdstream depth %d, %s counter, pool of %d nodes%s, batch of %d events; arrays %d B, "
                 "expected peak %d B of %d B\n  guarantee: %s"
-                % (output, m["depth"], p["counter"], m["max_nodes"], m["batch_max"], p["counter_bytes"],
-                   p["expected_peak_bytes"], p["ram_bytes"], p["guarantee"]))
+                % (output, m["depth"], p["counter"], m["max_nodes"],
+                   " (fold after %d steps a leaf)" % m["fold"] if m.get("fold") else "", m["batch_max"],
+                   p["counter_bytes"], p["expected_peak_bytes"], p["ram_bytes"], p["guarantee"]))
     if m["kind"] == "cdf":
         line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (
             output, m["bins"], "" if p["bins_choice"] == "given" else " (%s)" % p["bins_choice"],
