@@ -234,10 +234,26 @@ def _reframe(frame, change):
     (lambda p: p["mechs"][0].update(extra=1), "keys"),
     (lambda p: p["mechs"][0]["p"].update(max_nodes=1 << 30), "max_nodes"),
     (lambda p: p["mechs"].append(dict(p["mechs"][0])), "only mechanism"),
+    # values a device never sends (its spec check refuses them)
+    (lambda p: p["mechs"][0]["p"].update(hi=[(1 << 29), 127]), "hi - lo <= 2\\*\\*29 - 1"),
+    (lambda p: p["mechs"][0]["p"].update(max_nodes=2), "max_nodes must be an integer in \\[3,"),
+    (lambda p: p["mechs"][0]["p"].update(theta=1), "theta must be an integer in \\[0, 0\\]"),
+    (lambda p: p["mechs"][0]["p"].update(counter="tree", horizon=100), "power of 2"),
+    (lambda p: p["mechs"][0]["p"].update(eps=[1, 10 ** 6 + 1], lam=[6 * 10 ** 6 + 6, 1], delta=1 << 30),
+     "den <= 1000000"),
+    # λ = 6/ε = 6e6 > 2**22 (the frame's eps is twice p.eps: an unbound stream)
+    (lambda p: (p.update(eps=[2, 10 ** 6]), p["mechs"][0]["p"].update(eps=[1, 10 ** 6], lam=[6 * 10 ** 6, 1],
+                                                                       delta=1 << 30)),
+     "split test: noise scale 6000000/1 exceeds 2\\*\\*22"),
+    # λ = 1.2e6 passes, the tree counter's (log2 T_h + 1)·2/ε = 17·2·2e5 = 6.8e6 does not
+    (lambda p: (p.update(eps=[2, 200000]), p["mechs"][0]["p"].update(
+        eps=[1, 200000], lam=[1200000, 1], delta=831777, counter="tree", horizon=1 << 16)),
+     "counter: noise scale 6800000/1 exceeds 2\\*\\*22"),
 ])
 def test_corrupt_entries_are_refused(frames, change, match):
-    with pytest.raises(SchemaError, match=match):
+    with pytest.raises(SchemaError, match=match) as e:
         parse_frame(_reframe(frames[0], change))
+    assert "\n" not in str(e.value)  # one clear line
 
 
 def test_a_store_keeps_what_it_accepted(frames, tmp_path):
@@ -246,8 +262,10 @@ def test_a_store_keeps_what_it_accepted(frames, tmp_path):
     path = str(tmp_path / "s.db")
     with Store(path, create=True) as st:
         st.put_many([parse_frame(f)[0] for f in frames])
-    with pytest.raises(FrameError):
-        parse_frame(_reframe(frames[4], lambda p: p["mechs"][0].update(nv=0)))
+    for change in (lambda p: p["mechs"][0].update(nv=0), lambda p: p["mechs"][0]["p"].update(theta=1),
+                   lambda p: p["mechs"][0]["p"].update(max_nodes=2)):
+        with pytest.raises(FrameError):
+            parse_frame(_reframe(frames[4], change))
     a, b = es.assemble(store=path), es.assemble(frames)
     assert a.to_bytes() == b.to_bytes()
 

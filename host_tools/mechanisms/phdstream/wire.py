@@ -4,7 +4,10 @@ canonical BFS order, the int32 leaf increments, the public parameters and,
 every ``snap``-th step, a snapshot of the device's union tree.
 
 Only schema and internal consistency are checked here (lengths, bit
-counts, parameter ranges); rebuilding the tree is mirror.py's job. In a
+counts, parameter ranges: the limits the device's spec check enforces,
+agent/phdstream/__init__.py, and every noise scale within agent/spec.py's
+MAX_SCALE, so a frame no device could send is refused); rebuilding the tree
+is mirror.py's job. In a
 release frame the payload is one entry of the frame's ``mechs`` list
 (PHDStreamState, the registry's State), alone in its frame.
 """
@@ -15,8 +18,9 @@ from fractions import Fraction
 import msgpack
 import numpy as np
 
-from edgesynth.agent.phdstream import MAX_NODES
+from edgesynth.agent.phdstream import MAX_EPS_DEN, MAX_INT_SPAN, MAX_NODES
 from edgesynth.errors import SchemaError
+from edgesynth.noise import check_scale
 
 VERSION = 1
 KEYS = ("bits", "d", "kind", "nv", "p", "snap", "t", "v")
@@ -28,7 +32,6 @@ MAX_FOLD = 255
 COUNTERS = ("simple", "block", "tree")
 MAX_DEPTH = 28
 MAX_CHANNELS = 8
-MAX_SPAN = 1 << 29
 MAX_NAME = 64  # characters of a channel name, as the device's spec check counts them (agent/spec.py)
 # Objects of the largest legal entry (frames.MAX_OBJECTS): the map, its
 # keys and values, p's keys and values with eps/lam's pairs and lo/hi/names
@@ -106,13 +109,18 @@ class Params:
         self.beta = _uint(p, "beta", 2, 2, "p.")
         self.depth = _uint(p, "depth", 1, MAX_DEPTH, "p.")
         self.delta = _uint(p, "delta", 0, 1 << 30, "p.")
-        self.theta = _uint(p, "theta", 0, 1 << 30, "p.")
-        self.max_nodes = _uint(p, "max_nodes", 1, MAX_NODES, "p.")
+        self.theta = _uint(p, "theta", 0, 0, "p.")  # the device's split threshold is 0
+        self.max_nodes = _uint(p, "max_nodes", 3, MAX_NODES, "p.")  # a root and one pair at least
         self.snap = _uint(p, "snap", 1, 1 << 30, "p.")
-        self.block = _uint(p, "block", 0, 1 << 30, "p.")
-        self.horizon = _uint(p, "horizon", 0, 1 << 30, "p.")
+        self.block = _uint(p, "block", 0, 1 << 16, "p.")
+        self.horizon = _uint(p, "horizon", 0, 1 << 16, "p.")
+        if self.block == 1 or self.horizon & (self.horizon - 1):
+            raise SchemaError("phdstream p.block must be 0 or in [2, 65536] and p.horizon 0 or a power of 2")
         self.fold = _uint(p, "fold", 0, MAX_FOLD, "p.")
         self.eps = _ratio(p, "eps")
+        if self.eps[0] > 100 * MAX_EPS_DEN or self.eps[1] > MAX_EPS_DEN:
+            raise SchemaError("phdstream p.eps must be [num, den] with num <= %d and den <= %d"
+                              % (100 * MAX_EPS_DEN, MAX_EPS_DEN))
         self.lam = _ratio(p, "lam")
         self.factor = factor
         # the split test's scale and bias are what PrivTree's proof needs for
@@ -126,14 +134,20 @@ class Params:
         self.counter = p["counter"]
         if (self.counter == "block") != (self.block > 0) or (self.counter == "tree") != (self.horizon > 0):
             raise SchemaError("phdstream p.block (p.horizon) is set iff the counter is block (tree)")
+        # the scales the device checks (agent/phdstream/__init__.py): λ and
+        # the counters' (1/ε_c simple, 2/ε_c block, (log2 T_h + 1)/ε_c tree
+        # with ε_c = ε/2), each times the relation's factor
+        check_scale("phdstream split test", self.lam[0], self.lam[1])
+        per = {"simple": 1, "block": 2, "tree": self.horizon.bit_length()}[self.counter]
+        check_scale("phdstream counter", 2 * per * factor * self.eps[1], self.eps[0])
         if p["noise"] != "dlap":
             raise SchemaError("phdstream p.noise must be 'dlap'")
         self.noise = p["noise"]
         lo, hi = p["lo"], p["hi"]
         if not isinstance(lo, list) or not isinstance(hi, list) or not 1 <= len(lo) == len(hi) <= MAX_CHANNELS \
                 or not all(isinstance(x, int) and not isinstance(x, bool) for x in lo + hi) \
-                or not all(0 < b - a <= MAX_SPAN for a, b in zip(lo, hi)):
-            raise SchemaError("phdstream p.lo/p.hi must be 1..%d integer pairs with 0 < hi - lo <= 2**29"
+                or not all(0 < b - a <= MAX_INT_SPAN for a, b in zip(lo, hi)):
+            raise SchemaError("phdstream p.lo/p.hi must be 1..%d integer pairs with 0 < hi - lo <= 2**29 - 1"
                               % MAX_CHANNELS)
         self.lo, self.hi = list(lo), list(hi)
         # public parameters like the box: part of the configuration's id, so
