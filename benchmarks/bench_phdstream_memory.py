@@ -1,7 +1,8 @@
 """PHDStream's MicroPython heap beyond its arrays, and the planner's charge.
 
 Over a grid of phdstream configs (1..3 channels, Simple, Block-8 and
-tree-128 counters, pools of 63..4095 nodes, batches of 64..4096 slots), a
+tree-128 counters, pools of 63..4095 nodes, batches of 64..4096 slots, some
+folding every step: fold K = 1, which loads pool.py and its arrays), a
 continual run of 6 windows with insertions and deletions (construction,
 updates, steps and streamed releases, a snapshot among them) on the MicroPython
 unix port loading the .mpy bundle: the smallest heap it runs in (raw 64-bit
@@ -11,8 +12,11 @@ arrays, plus half the construction's transient again: the zero buffers the
 arrays are built from are bytes, the same size on 32 bits) against the
 planner's charge (RUNTIME_OVERHEAD["micropython"]["phdstream"] + SHAPE_BYTES
 per channel + the transient, construction_transient), and the base the grid
-calls for. Then configs planned for 48..256 KiB: the 32-bit
-heap estimate and whether each runs in its --ram (-X heapsize=Nw).
+calls for. Then configs planned for 48..256 KiB (the planner's fold default:
+K = 8 when the pool cannot hold the whole tree): the 32-bit heap estimate,
+whether each runs in its --ram (-X heapsize=Nw) and the base each calls for
+(their batches are larger than the grid's: the base reported is the largest
+of both tables).
 
     python benchmarks/bench_phdstream_memory.py [--quick] [--no-record]
 """
@@ -36,20 +40,20 @@ from edgesynth.runtimes import micropython as mp_runtime  # noqa: E402
 SEED = b"bench-phd-seed00"
 
 
-def config(d, nodes, batch, counter="simple", **extra):
+def config(d, nodes, batch, counter="simple", fold=0, **extra):
     spec = {"kind": "phdstream", "names": ["x%d" % i for i in range(d)], "lo": [0] * d, "hi": [4095] * d,
             "depth": min(12 * d, 20), "eps": [1, 2], "counter": counter, "max_nodes": nodes, "batch_max": batch,
-            "snap": 3}
+            "snap": 3, "fold": fold}
     spec.update(extra)
     horizon = spec.get("horizon", 128 if counter == "tree" else 0)
     return {"format": 1, "epsilon": [1, 1], "relation": "add-remove", "mechanisms": [spec],
-            "plan": {"counter_bytes": state_bytes(nodes, batch, counter, horizon)}}
+            "plan": {"counter_bytes": state_bytes(nodes, batch, counter, horizon, fold)}}
 
 
 def transient(cfg):
     m = cfg["mechanisms"][0]
     return construction_transient(m["max_nodes"], m["batch_max"], m.get("counter", "simple"),
-                         m.get("horizon", 128 if m.get("counter") == "tree" else 0))
+                                  m.get("horizon", 128 if m.get("counter") == "tree" else 0), m.get("fold", 0))
 
 
 def windows(cfg, n_windows=6, per_window=None, seed=0):
@@ -73,9 +77,13 @@ def inputs(cfg):
 
 
 def grid(quick):
-    g = [(1, 63, 64, "simple"), (2, 511, 512, "simple"), (2, 511, 512, "block"), (2, 255, 256, "tree")]
+    """(d, nodes, batch, counter, fold K): the folding rows load pool.py and
+    fold every step (K = 1), the planner's default K = 8 folds less often."""
+    g = [(1, 63, 64, "simple", 0), (2, 511, 512, "simple", 0), (2, 511, 512, "block", 0), (2, 255, 256, "tree", 0),
+         (2, 511, 512, "simple", 1)]
     if not quick:
-        g += [(3, 2047, 1024, "simple"), (2, 4095, 4096, "block"), (1, 1023, 64, "tree"), (3, 127, 4096, "simple")]
+        g += [(3, 2047, 1024, "simple", 0), (2, 4095, 4096, "block", 0), (1, 1023, 64, "tree", 0),
+              (3, 127, 4096, "simple", 0), (2, 383, 500, "block", 1), (1, 1023, 64, "tree", 1)]
     return g
 
 
@@ -102,38 +110,44 @@ def main():
     t0 = time.time()
     base = RUNTIME_OVERHEAD["micropython"]["phdstream"]
     per_channel = SHAPE_BYTES["phdstream"][0]
-    rows = ["| d | nodes | batch | counter | array B | transient B | min heap, raw 64-bit B | 32-bit pool "
+    rows = ["| d | nodes | batch | counter | fold | array B | transient B | min heap, raw 64-bit B | 32-bit pool "
             "beyond arrays B | charged: base + shape + transient B | covered |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     need = 0
-    for d, nodes, batch, counter in grid(args.quick):
-        cfg = inputs(config(d, nodes, batch, counter))
+    for d, nodes, batch, counter, fold in grid(args.quick):
+        cfg = inputs(config(d, nodes, batch, counter, fold))
         c, big = cfg["plan"]["counter_bytes"], transient(cfg)
         raw = mp_runtime.min_heap(cfg, [], SEED, words=False, windows=windows(cfg))
         beyond = mp_pool_beyond_counters(raw, c) + big // 2
         need = max(need, beyond - per_channel * d - big)
-        rows.append("| %d | %d | %d | %s | %d | %d | %d | %d | %d + %d + %d | %s |" % (
-            d, nodes, batch, counter, c, big, raw, beyond, base, per_channel * d, big,
+        rows.append("| %d | %d | %d | %s | %d | %d | %d | %d | %d | %d + %d + %d | %s |" % (
+            d, nodes, batch, counter, fold, c, big, raw, beyond, base, per_channel * d, big,
             "yes" if base + per_channel * d + big >= beyond else "NO"))
     rows += ["", "Base the grid calls for (largest pool beyond the arrays minus %d B per channel and the "
-             "transient), rounded up to 1 KiB: %d B; charged: %d B." % (per_channel, -(-need // 1024) * 1024, base), "",
-             "| plan --ram | counter | pool nodes | batch_max | array B | planned peak B | 32-bit heap estimate B | "
-             "runs in its --ram |", "|---|---|---|---|---|---|---|---|"]
+             "transient): %d B." % (per_channel, need), "",
+             "| plan --ram | counter | pool nodes | fold K | batch_max | array B | planned peak B | "
+             "32-bit heap estimate B | base it calls for B | runs in its --ram |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for ram in ((64,) if args.quick else (48, 64, 128, 256)):
         for label, cfg in planned(ram, args.quick):
             if isinstance(cfg, str):
-                rows.append("| %d KiB | %s | - | - | - | - | - | %s |" % (ram, label, cfg))
+                rows.append("| %d KiB | %s | - | - | - | - | - | - | - | %s |" % (ram, label, cfg))
                 continue
             p = cfg["plan"]
             cfg = inputs(cfg)
             c = p["counter_bytes"]
             w = windows(cfg, per_window=min(p["batch_max"], 300))
             raw = mp_runtime.min_heap(cfg, [], SEED, words=False, windows=w)
-            est = mcu_heap(c + mp_pool_beyond_counters(raw, c) + transient(cfg) // 2)
+            beyond = mp_pool_beyond_counters(raw, c) + transient(cfg) // 2
+            est = mcu_heap(c + beyond)
+            calls = beyond - per_channel * len(cfg["mechanisms"][0]["lo"]) - transient(cfg)
+            need = max(need, calls)
             fits = mp_runtime._run(cfg, [], ram * 1024, SEED, windows=w)[0] == "ok"
-            rows.append("| %d KiB | %s | %d | %d | %d | %d | %d | %s |" % (
-                ram, label, p["pool_nodes"], p["batch_max"], c, p["expected_peak_bytes"], est,
-                "yes" if fits and est <= ram * 1024 else "NO"))
+            rows.append("| %d KiB | %s | %d | %d | %d | %d | %d | %d | %d | %s |" % (
+                ram, label, p["pool_nodes"], cfg["mechanisms"][0]["fold"], p["batch_max"], c,
+                p["expected_peak_bytes"], est, calls, "yes" if fits and est <= ram * 1024 else "NO"))
+    rows += ["", "Base both tables call for, rounded up to 1 KiB: %d B; charged: %d B."
+             % (-(-need // 1024) * 1024, base)]
     section = "\n".join(["### PHDStream: MicroPython heap beyond the arrays (%s, .mpy bundle, continual runs of 6 "
                          "windows)" % mp_version(), ""] + rows)
     print(section)
