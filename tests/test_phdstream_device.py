@@ -417,3 +417,75 @@ def test_split_statistic_is_path_monotone_and_moves_on_one_path():
             assert ref.statistic(events + [(x, -1)]) == c
         ref.step(rng, events)
     assert old_violations > 0, "the printed statistic should break monotonicity on this stream"
+
+
+def test_a_step_keeps_no_segment_of_the_batch_in_its_queue():
+    """q_hi[i] - q_lo[i] is the window's true count in node i (q_hi[0] the
+    batch size): the step clears them with the batch, for every visited node."""
+    m = make(spec(snap=1000), b"queue")
+    for events in stream(4):
+        feed(m, events)
+        m.step()
+        assert m.nv > 1 and m.nb == 0
+        assert not any(m.q_lo) and not any(m.q_hi)
+        assert not any(m.codes) and not any(m.signs)
+
+
+def _flaky_draw(monkeypatch, module, fail_at):
+    """Patch ``module.draw`` to raise EntropyError at its ``fail_at``-th call, once."""
+    from edgesynth.firmware_shims import EntropyError
+    real = module.draw
+    calls = [0]
+
+    def draw(rng, num, den):
+        calls[0] += 1
+        if calls[0] == fail_at:
+            raise EntropyError("DRBG reseed interval reached")
+        return real(rng, num, den)
+    monkeypatch.setattr(module, "draw", draw)
+    return EntropyError
+
+
+@pytest.mark.parametrize("where", ["split", "counter"])
+def test_a_step_that_raises_part_way_fails_closed(monkeypatch, where):
+    """An exception mid-step (here the DRBG's reseed limit, once) leaves the
+    state broken: the batch is wiped, and update, step and encode raise
+    StateError, so a retry cannot apply the half-done step twice."""
+    from edgesynth.agent import phdstream
+    from edgesynth.agent.errors import StateError
+    m = make(spec(), b"broken")
+    feed(m, stream(1)[0])
+    m.step()
+    feed(m, stream(2)[1])
+    assert m.nb > 0
+    err = _flaky_draw(monkeypatch, phdstream if where == "split" else counters, 3)
+    with pytest.raises(err):
+        m.step()
+    assert m.broken and m.nb == 0 and not any(m.codes) and not any(m.signs)
+    assert not any(m.q_lo) and not any(m.q_hi)
+    for call in (m.step, lambda: m.update((1, 2, 1)), lambda: m.encode(Encoder())):
+        with pytest.raises(StateError, match="failed part way"):
+            call()
+    assert m.t == 1
+
+
+def test_an_agent_whose_step_raised_refuses_to_release(monkeypatch):
+    """Agent.release runs the window's step: after it raised, a retry raises
+    StateError (no frame with a double-counted step) and next_window refuses."""
+    from edgesynth import agent
+    from edgesynth.agent import phdstream
+    from edgesynth.agent.errors import StateError
+    s = spec(names=["x", "y"])
+    cfg = {"format": 1, "epsilon": list(PHDStream(s).budget()), "relation": "add-remove", "mechanisms": [s]}
+    a = agent.Agent(cfg, seed=b"agent-broken")
+    for x, sgn in stream(1)[0]:
+        a.update(tuple(x) + (sgn,))
+    err = _flaky_draw(monkeypatch, phdstream, 2)
+    with pytest.raises(err):
+        a.release()
+    with pytest.raises(StateError):
+        a.release()
+    with pytest.raises(ConfigError):
+        a.next_window()
+    with pytest.raises(StateError):
+        a.update((1, 2, 1))

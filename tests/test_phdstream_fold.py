@@ -254,3 +254,27 @@ def test_the_planner_folds_when_the_pool_cannot_hold_the_tree():
     assert small["fold"] == 0 and small["max_nodes"] >= 127
     with pytest.raises(InputError, match="--fold"):
         plan(fold=256)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mirror_folds_as_the_device_when_counts_saturate(monkeypatch, seed):
+    """With counts saturating (SAT patched down to 6 on both sides), the
+    device folds before its Cd pass, so every ancestor of a folded node gets
+    its Cd from the folded masses and the mirror (which recomputes Cd level by
+    level) stays equal to it over many windows; the snapshots check it too."""
+    from edgesynth.agent.phdstream import counters
+    monkeypatch.setattr(counters, "SAT", 6)
+    monkeypatch.setattr(mirror, "SATURATE", 6)
+    spec = dict(SPEC, hi=[1000, 600], depth=10, eps=[8, 1], max_nodes=201, snap=3, fold=1)
+    dev, m = _device(spec, b"sf%d" % seed), mirror.Mirror()
+    folded = 0
+    for events in _windows(seed, 20, 200):
+        _feed(dev, events)
+        before = _free_pairs(dev)
+        dev.step()
+        folded += _free_pairs(dev) > before
+        assert m.apply(wire.decode(_device_payload(dev)))
+        got, want = m.canonical(fold=True), _device_canonical(dev)
+        for a, b in zip(got, want):
+            assert np.array_equal(a, b), "step %d" % dev.t
+    assert folded > 0 and np.abs(want[1]).max() == 6  # folds happened and counts saturated

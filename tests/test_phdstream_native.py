@@ -153,7 +153,7 @@ def test_native_agent_refuses_like_python():
             a.update(bad)
         with pytest.raises(ReadingError):
             p.update(bad)
-    with pytest.raises(ReadingError, match="op must be 1"):
+    with pytest.raises(ReadingError, match="reading 1: op 0 is not"):
         a.update_rows(np.array([[1, 2, 1], [3, 4, 0]]))
     with pytest.raises(ConfigError, match="release this window"):
         a.next_window()
@@ -237,7 +237,7 @@ def test_the_planner_charges_what_a_c_phdstream_device_needs(cpu):
 
 def test_run_native_stream_input_errors():
     cfg = config(spec())
-    with pytest.raises(InputError, match="op must be 1"):
+    with pytest.raises(InputError, match="reading 0: op 3 is not"):
         native.run_native_stream(cfg, [(0, 0, np.array([[1, 2, 3]]))], seed=b"s")
     with pytest.raises(InputError, match="invalid device config"):
         native.run_native_stream(dict(cfg, epsilon=[1, 1]), [(0, 0, np.array([[1, 2, 1]]))], seed=b"s")
@@ -270,3 +270,27 @@ def test_simulate_windows_runtimes_equal_cpython(runtime):
     assert len(want) == 5 and got == want
     one = es.simulate(cfg, data, b"sim-seed", op="op", epoch=4, seq=9)  # no windows: one step
     assert es.simulate(cfg, data, b"sim-seed", op="op", epoch=4, seq=9, runtime=runtime) == one
+
+
+@pytest.mark.parametrize("fold", [0, 1])
+def test_c_step_keeps_no_segment_of_the_batch(fold):
+    """As in Python: after a step the C queue holds no node's batch segment
+    (q_lo/q_hi) and the batch is clear; with folding the C frames still equal
+    Python's (the fold pass runs before the Cd pass in both)."""
+    s = spec(snap=1000, fold=fold, max_nodes=41)
+    m = PHDStream(s)
+    m.draw_noise(seeded_source(b"phd-queue"))
+    c = CState(s, b"phd-queue")
+    for w, ev in enumerate(stream(6)):
+        if w:
+            c.agent.next_window()
+        for x in ev:
+            m.update(x)
+        c.update(ev)
+        m.step()
+        assert py_payload(m) in c.release()
+        st = c.state
+        assert st.nb == 0 and st.err == 0 and st.nv > 1
+        assert not any(st.codes[i] or st.signs[i] for i in range(len(ev)))
+        if w:  # step 1 carries a snapshot, whose order arrays reuse q_lo/q_hi
+            assert not any(st.q_lo[i] or st.q_hi[i] for i in range(st.nv))

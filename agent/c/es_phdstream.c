@@ -396,6 +396,25 @@ static void snapshot(es_phdstream_t *m)
     m->snap_n = tail;
 }
 
+/* Clear the batch (raw events) and the queue's segments up to tail (each
+ * visited node's true count in the window): the state at rest holds released
+ * values and counter internals only. */
+static void wipe(es_phdstream_t *m, uint32_t tail)
+{
+    memset(m->codes, 0, (size_t)m->nb * sizeof m->codes[0]);
+    memset(m->signs, 0, m->nb);
+    m->nb = 0;
+    memset(m->q_lo, 0, (size_t)tail * sizeof m->q_lo[0]);
+    memset(m->q_hi, 0, (size_t)tail * sizeof m->q_hi[0]);
+}
+
+/* A step error is sticky (the state half-applied a step) and wipes the batch. */
+static int fail(es_phdstream_t *m, int err)
+{
+    wipe(m, m->cfg->max_nodes);
+    return m->err = err;
+}
+
 int es_phdstream_step(es_phdstream_t *m)
 {
     const es_phdstream_cfg_t *c = m->cfg;
@@ -432,7 +451,7 @@ int es_phdstream_step(es_phdstream_t *m)
                 b = floor_b;
             z = dlap(m, m->lam_num, m->lam_den);
             if (m->rng.err)
-                return m->err = m->rng.err;
+                return fail(m, m->rng.err);
             if (b + z > theta) {
                 split = 1;
                 if (!kid[v]) {
@@ -480,25 +499,23 @@ int es_phdstream_step(es_phdstream_t *m)
             int64_t y = count(m, (uint32_t)v, h);
             int32_t before = cn[v];
             if (m->rng.err)
-                return m->err = m->rng.err;
+                return fail(m, m->rng.err);
             cn[v] = clamp_sat((int64_t)before + y);
             m->ys[nl++] = (int32_t)y;
         }
         head++;
     }
+    /* before the Cd pass: every ancestor of a folded node split in this step,
+     * so its Cd below is recomputed from the folded masses */
+    if (c->fold)
+        fold_pass(m, tail);
     /* children before parents (reverse BFS): Cd(v) = sum over children of Cd + Cn + Off, eq. 11 */
     for (i = (int64_t)tail - 1; i >= 0; i--)
         if (bits[i >> 3] >> (i & 7) & 1) {
             int32_t v = qn[i], k = kid[v];
             cd[v] = clamp_sat((int64_t)cd[k] + own_mass(m, k) + cd[k + 1] + own_mass(m, k + 1));
         }
-    if (c->fold)
-        fold_pass(m, tail);
-    /* the batch holds raw events: cleared, so the state at rest is released
-     * values and counter internals only */
-    memset(codes, 0, (size_t)m->nb * sizeof codes[0]);
-    memset(signs, 0, m->nb);
-    m->nb = 0;
+    wipe(m, tail);
     m->nv = tail;
     m->nl = nl;
     m->t++;

@@ -31,10 +31,9 @@ split noise |Z| < 2**29 (spec.draw): |b + Z| < 2**29 + 3·2**27 + 2**22 < 2**30.
 """
 from array import array
 
-from ..errors import SEALED, ConfigError, ReadingError, SealedError
+from ..errors import SEALED, ConfigError, ReadingError, SealedError, StateError
 from ..spec import bounds_field, check_scale, draw, int_field, known_fields, names_field
 from . import counters, pool, release
-from .counters import SAT
 
 KIND = "phdstream"
 MAX_CHANNELS = 8
@@ -48,6 +47,7 @@ NO_PARENT = 1 << 29           # the root's "P(parent)": above any P (<= 3·2**27
 # ceil(λ·1143/1649) is at least λ ln β, which is what PrivTree's bias needs
 LN2_NUM = 1143
 LN2_DEN = 1649
+BROKEN = "phdstream: a step failed part way; this state must not release again"
 COUNTERS = ("simple", "block", "tree")
 SPEC_KEYS = ("kind", "names", "op", "lo", "hi", "depth", "eps", "counter", "block", "horizon", "max_nodes",
              "batch_max", "snap", "rate_bound", "fold")
@@ -79,6 +79,7 @@ class PHDStream:
 
     kind = KIND
     sealed = False  # set by the agent's release(); updates are refused after it
+    broken = False  # set while a step runs: one that raised part way leaves it set
 
     def __init__(self, spec, factor=1):
         known_fields(spec, KIND, SPEC_KEYS)
@@ -249,6 +250,8 @@ class PHDStream:
         (counted in ``refused_events``, never released). Allocates nothing."""
         if self.sealed:
             raise SealedError(SEALED)
+        if self.broken:
+            raise StateError(BROKEN)
         d = self.d
         if len(x) != d + 1:
             raise ReadingError("phdstream reads %d integer channels and the op" % d)
@@ -305,10 +308,43 @@ class PHDStream:
         floor(Ca) + Cn + Cd, a function of released values, so c = P + I
         never grows along a path and one event moves it by at most 1, on its
         own path. A leaf's counter takes the signed count H(v) (inserts minus
-        deletes)."""
-        rng = self.rng
-        if rng is None:
+        deletes).
+
+        Fails closed: an exception part way (MemoryError, EntropyError at the
+        DRBG's reseed limit) leaves the state ``broken``: the batch is wiped
+        and every later update, step and encode raises StateError, as the C
+        core's sticky error does (a retry would count the step twice)."""
+        if self.broken:
+            raise StateError(BROKEN)
+        if self.rng is None:
             raise ConfigError("phdstream: draw_noise(rng) must come before the first step")
+        self.broken = True
+        try:
+            self._step()
+        except BaseException:
+            self._wipe(self.max_nodes)
+            raise
+        self.broken = False
+
+    def _wipe(self, tail):
+        """Clear the batch (raw events) and the queue's segments
+        ``q_lo``/``q_hi`` up to ``tail`` (each node's true count in the
+        window), so that the state at rest holds released values and counter
+        internals only."""
+        codes = self.codes
+        signs = self.signs
+        for i in range(self.nb):
+            codes[i] = 0
+            signs[i] = 0
+        self.nb = 0
+        qlo = self.q_lo
+        qhi = self.q_hi
+        for i in range(tail):
+            qlo[i] = 0
+            qhi[i] = 0
+
+    def _step(self):
+        rng = self.rng
         codes = self.codes
         signs = self.signs
         cn = self.cn
@@ -411,6 +447,10 @@ class PHDStream:
                 ys[nl] = y
                 nl += 1
             head += 1
+        if self.fold:
+            # before the Cd pass: every ancestor of a folded node split in this
+            # step, so its Cd below is recomputed from the folded masses
+            pool.fold_pass(self, tail)
         # children before parents (reverse BFS): Cd(v) = Σ_w Cd(w) + Cn(w) + Off(w),
         # eq. 11, saturated like Cn (the host mirror applies the same rule)
         i = tail - 1
@@ -424,28 +464,19 @@ class PHDStream:
                     cd[v] = counters.sat(cd[c] + counters.sat(cn[c] + off[c])
                                          + cd[c + 1] + counters.sat(cn[c + 1] + off[c + 1]))
             i -= 1
-        if self.fold:
-            pool.fold_pass(self, tail)
-        # the batch holds raw events: clear it (state at rest is released values
-        # and counter internals only)
-        for i in range(self.nb):
-            codes[i] = 0
-            signs[i] = 0
-        self.nb = 0
+        self._wipe(tail)
         self.nv = tail
         self.nl = nl
         self.t += 1
 
     # ------------------------------------------------------------ release
-    def snapshot_due(self):
-        """Whether the payload of the last step carries a full snapshot."""
-        return release.snapshot_due(self)
-
     def encode(self, enc):
         """Write the last step's payload (docs/mechanisms/phdstream.md, "Wire map")."""
+        if self.broken:
+            raise StateError(BROKEN)
         if self.t == 0:
             raise ConfigError("phdstream: nothing to release before the first step")
         release.encode(self, enc)
 
 
-__all__ = ["PHDStream", "SAT", "KIND"]
+__all__ = ["PHDStream", "KIND"]

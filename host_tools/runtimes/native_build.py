@@ -41,7 +41,7 @@ typedef struct {
     uint64_t eps_num, eps_den; const int32_t *lo, *hi; const char *const *names; ...;
 } es_phdstream_cfg_t;
 typedef struct { es_mech_t base; uint32_t delta, used, nb, nv, nl, t, refused_splits, refused_events, free_pair;
-                 int32_t *cn, *cd, *kid; ...; } es_phdstream_t;
+                 int32_t *cn, *cd, *kid, *codes, *q_lo, *q_hi; uint8_t *signs; int8_t err; ...; } es_phdstream_t;
 typedef struct { uint8_t sealed; uint32_t epoch, seq; ...; } es_agent_t;
 
 void es_sha256_init(es_sha256_t *c);

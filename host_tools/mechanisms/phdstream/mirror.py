@@ -11,8 +11,9 @@ snapshot and restarts from it; a snapshot that arrives in sync must equal
 the mirror, which checks the stream end to end.
 
 Fold-pruning (p.fold = K > 0, agent/phdstream/pool.py): at the end of each
-step a node that has been a leaf of T(t) with children for K consecutive
-steps gives its subtree back to the pool and keeps its mass, Off(v) += Cd(v).
+step a node with children that has been a leaf of T(t) for K visits, with no
+split in between, gives its subtree back to the pool and keeps its mass,
+Off(v) += Cd(v) (before the step's Cd pass, as on the device).
 The rule reads only the split bits, so the mirror folds the same nodes at
 the same step; its own node ids are reused through a free list of pairs.
 
@@ -26,10 +27,9 @@ import copy
 
 import numpy as np
 
+from edgesynth.agent.phdstream.counters import SAT as SATURATE  # the device's bound on |Cn|, |Cd|, |Off|
 from edgesynth.errors import SchemaError
 from edgesynth.mechanisms.phdstream import tree
-
-SATURATE = 1 << 27  # |Cn|, |Cd| <= 2**27 on the device: its intermediates stay below 2**30
 
 
 def clamp(v):
