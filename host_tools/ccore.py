@@ -18,16 +18,13 @@ import numpy as np
 from edgesynth import agent
 from edgesynth.agent import device, wire
 from edgesynth.agent.cdf import build as cdf_build
-from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.errors import ConfigError, ReadingError
 from edgesynth.agent.phdstream import PHDStream
 from edgesynth.agent.privhp import build as privhp_build
 from edgesynth.agent.profile import build as profile_build
 from edgesynth.agent.spec import check_budget, spec_kind
 from edgesynth.agent.wire import MECHANISMS
-from edgesynth.mechanisms.integers import EXACT_F64  # integer bounds exact as doubles
-
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-INT32_SAFE = (INT32_MIN + 1, INT32_MAX - 1)   # int bounds the i32 paths take (readings clip outside)
+from edgesynth.mechanisms.integers import EXACT_F64, INT32_MAX, INT32_MIN, INT32_SAFE
 
 
 def includedir():
@@ -195,6 +192,50 @@ def core_params(cfg):
                     else ([], [])})
     return {"factor": factor, "eps": eps, "inputs": inputs, "mechs": out,
             "mem_bytes": sum(p["mem_bytes"] for p in out), "continual": mechs[0].kind == "phdstream"}
+
+
+def core_events(rows, names=None):
+    """PHDStream events ``rows`` (n, channels + op) as the int32 array every
+    runtime takes (the C core's update, the MicroPython port's int64 records,
+    the Python agent's ints): each channel value an integer within int32, the
+    op exactly 1 (insert) or -1 (delete). ``rows``: a numeric array, or an
+    object array of Python values (a bool is not an integer there). ``names``
+    (optional, n ints): the rows' numbers in messages (default 0..n-1).
+    Raises ReadingError (a ValueError) naming the first bad row, before
+    anything is counted."""
+    x = np.asarray(rows)
+    if x.ndim != 2 or x.shape[1] < 2:
+        raise ReadingError("phdstream events are rows of channels then the op, got shape %s" % (x.shape,))
+    if x.dtype.kind == "O":
+        ok, v = _object_cells(x)
+    elif x.dtype.kind in "iuf":
+        with np.errstate(invalid="ignore"):
+            ok = (x >= INT32_MIN) & (x <= INT32_MAX) & (x == np.floor(x) if x.dtype.kind == "f" else True)
+        v = np.where(ok, x, 0).astype(np.int64)
+    else:
+        raise ReadingError("phdstream events must be integers, got %s values" % x.dtype)
+    ok[:, -1] &= (v[:, -1] == 1) | (v[:, -1] == -1)
+    bad = np.argwhere(~ok)
+    if bad.size:
+        r, c = bad[0]
+        at, cell = "reading %d" % (r if names is None else names[r]), x[r, c]
+        cell = cell.item() if isinstance(cell, np.generic) else cell
+        if c == x.shape[1] - 1:
+            raise ReadingError("%s: op %r is not +1/-1 (insert/delete)" % (at, cell))
+        raise ReadingError("%s: phdstream channel %d must be an integer in [-2**31, 2**31 - 1], got %r"
+                           % (at, c, cell))
+    return np.ascontiguousarray(v, dtype=np.int32)
+
+
+def _object_cells(x):
+    """(ok, int64 values) of an object array: ok where a cell is an int (not
+    a bool) or an integral float, within int32."""
+    ok, v = np.zeros(x.shape, bool), np.zeros(x.shape, np.int64)
+    for at, c in np.ndenumerate(x):
+        if (is_int(c) or (isinstance(c, (float, np.floating)) and float(c).is_integer())) \
+                and INT32_MIN <= c <= INT32_MAX:
+            ok[at], v[at] = True, int(c)
+    return ok, v
 
 
 def core_readings(data, int_path):

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from edgesynth.agent.errors import BudgetError, ConfigError, ReadingError, SealedError
+from edgesynth.ccore import core_events
 from edgesynth.channels import channel_names, column_map
 from edgesynth.config import load_config
 from edgesynth.data.tables import column_names, complete_rows, numeric, pick
@@ -90,35 +91,38 @@ def _op_name(cfg):
     return cfg["mechanisms"][0].get("op", "op")
 
 
-def _with_ops(cfg, data, x, cols, kept, op, columns):
-    """A continual config's readings: ``x`` with the op column (+1/-1 per
+def _missing_cell(v):
+    """A missing op cell: None, NaN or pandas.NA (as tables reads channel values)."""
+    return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v)) or type(v).__name__ == "NAType"
+
+
+def _with_ops(cfg, data, x, cols, kept, op, columns, missing):
+    """A continual config's events: ``x`` with the op column (+1/-1 per
     kept row, from ``op``: None for all inserts, a column of ``data``, or one
-    value per row of ``data``) appended, and its column names. Other configs:
-    (x, cols) unchanged; ``op`` must then be None."""
+    value per row of ``data``) appended, as int32 (ccore.core_events: every
+    runtime takes the same integers), their column names and the mask of
+    ``data``'s rows kept. A row whose op is missing is skipped or refused
+    like a missing channel value (``missing``); a value that is not an
+    integer within int32, or an op that is not +1/-1, is an InputError
+    naming the row. Other configs: (x, cols, kept) unchanged; ``op`` must
+    then be None."""
     if not continual(cfg):
         if op is not None:
             raise InputError("--op-column applies to a phdstream config (the op of each event); this config "
                              "holds %s" % ", ".join(str(m.get("kind")) for m in cfg["mechanisms"]))
-        return x, cols
-    nonint = np.flatnonzero(np.any(x != np.floor(x), axis=1))
-    if nonint.size:
-        raise InputError("reading %d: phdstream channels are integer, got %s"
-                         % (np.flatnonzero(kept)[nonint[0]], ", ".join("%r" % v for v in x[nonint[0]])))
+        return x, cols, kept
+    rows = np.flatnonzero(kept)
     if op is None:
-        ops = np.ones(len(x))
+        ops = np.ones(rows.size)
     else:
         if isinstance(op, str):
             if op in [c for c, _ in column_map(cfg, columns)]:
                 raise InputError("--op-column %r is also in --columns" % op)
             op = pick(data, op, "data")
-        rows = np.flatnonzero(kept)
         if isinstance(op, np.ndarray) and op.dtype.kind in "iuf":  # a numeric column: checked at once
             if op.shape != kept.shape:
                 raise InputError("op has %d values for %d readings" % (op.size, kept.size))
             ops = op[rows].astype(np.float64)
-            bad = np.flatnonzero((ops != 1) & (ops != -1))
-            if bad.size:
-                raise InputError("reading %d: op %r is not +1/-1 or insert/delete" % (rows[bad[0]], ops[bad[0]]))
         else:  # text or mixed values, one by one
             values = list(op)
             if len(values) != kept.size:
@@ -126,10 +130,21 @@ def _with_ops(cfg, data, x, cols, kept, op, columns):
             ops = np.empty(rows.size)
             for j, i in enumerate(rows):
                 try:
-                    ops[j] = parse_op(values[i])
+                    ops[j] = np.nan if _missing_cell(values[i]) else parse_op(values[i])
                 except ValueError as e:
                     raise InputError("reading %d: %s" % (i, e))
-    return np.column_stack([x, ops]), list(cols) + [_op_name(cfg)]
+        absent = np.isnan(ops)
+        if absent.any():
+            if missing == "error":
+                raise InputError("data: row %d, column %r: missing value" % (rows[absent][0], _op_name(cfg)))
+            kept = kept.copy()
+            kept[rows[absent]] = False
+            rows, x, ops = rows[~absent], x[~absent], ops[~absent]
+    try:
+        events = core_events(np.column_stack([x, ops]), names=rows)
+    except ValueError as e:
+        raise InputError(str(e))
+    return events, list(cols) + [_op_name(cfg)], kept
 
 
 def _hex(text, what):
@@ -312,7 +327,7 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
         return b"".join(f for _, f in frames)
     cfg = _config(cfg)
     x, cols, kept = _readings(cfg, data, columns, missing)
-    x, cols = _with_ops(cfg, data, x, cols, kept, op, columns)
+    x, cols, kept = _with_ops(cfg, data, x, cols, kept, op, columns, missing)
     run = dict(runtime=runtime, seed=seed_bytes(seed), device_id=device_id, key=device_key(key, keyring, device_id),
                heap=parse_size(heap, "--heap"), cpu=cpu, progress=progress)
     epoch, seq = _u32(epoch, "--epoch"), _u32(seq, "--seq")
@@ -368,7 +383,7 @@ def _timed(cfg, data, times, window, start, end, columns, missing, op=None):
     x, cols, kept = _readings(cfg, data, columns, missing)
     if isinstance(times, str) and times == op:
         raise InputError("--time-column and --op-column name the same column %r" % op)
-    x, cols = _with_ops(cfg, data, x, cols, kept, op, columns)
+    x, cols, kept = _with_ops(cfg, data, x, cols, kept, op, columns, missing)
     if isinstance(times, str):
         if times in [c for c, _ in column_map(cfg, columns)]:
             raise InputError("--time-column %r is also in --columns" % times)

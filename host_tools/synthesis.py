@@ -165,8 +165,12 @@ class Generator:
     def population(self, step):
         """A stream generator's released population at ``step``: the sum of
         ceil(G) over the step's positive leaves, summed over the devices'
-        streams (the default number of rows of that step)."""
-        return self.model.population(self._step(step))
+        streams (the default number of rows of that step). InputError for
+        a generator of another kind."""
+        step = self._step(step)
+        if step is None:
+            raise InputError("a population is a stream generator's (phdstream), not a %s one's" % self.kind)
+        return self.model.population(step)
 
     def populations(self):
         """A stream generator's {step: released population} for every step;
@@ -241,27 +245,30 @@ class Generator:
 
     def step_blocks(self, seed=None):
         """Every step of a stream generator, in step order, each with its
-        released population of rows: float64 blocks whose first column is
-        the step (the columns ``["step"] + names``), drawn in order from one
+        released population of rows: int64 blocks (the box is integer) whose
+        first column is the step (the columns ``["step"] + names``), drawn in order from one
         ``numpy.random.default_rng(seed)``. The same seed gives the same
         rows; step K's rows are not those of ``sample(step=K, seed=...)``
         (one generator runs through all steps)."""
         if self.steps is None:
             raise InputError("every step (--all-steps) applies to a stream generator (phdstream), not to a %s one"
                              % self.kind)
+        if self.model.misaligned:  # refused before any row is drawn or file opened
+            self.model.cells(min(self.model.misaligned))  # raises: the step and its streams' epochs
         rng = _rng(seed)
         return self._step_rows(rng)
 
     def _step_rows(self, rng):
         for step in self.steps:
             for block in self.model.blocks(None, rng, step):
-                yield np.concatenate([np.full((block.shape[0], 1), float(step)), block], axis=1)
+                # int64 throughout: a step (< 2**32) and the integer box's values stay exact
+                yield np.concatenate([np.full((block.shape[0], 1), step, np.int64), block.astype(np.int64)], axis=1)
 
     def sample_steps(self, seed=None):
         """Every step's snapshot (step_blocks) as one pandas DataFrame with
         the columns ``["step"] + names``, all int64."""
         parts = list(self.step_blocks(seed))
-        rows = np.concatenate(parts) if parts else np.empty((0, 1 + len(self.names)))
+        rows = np.concatenate(parts) if parts else np.empty((0, 1 + len(self.names)), np.int64)
         return self._frame(rows, ["step"] + self.names, [True] * (1 + len(self.names)))
 
     def write_steps(self, dest, seed=None, progress=None):

@@ -199,7 +199,26 @@ def test_op_spellings_and_default():
     assert es.simulate_windows(config(), data, "t", 100, START, START + 600, SEED, op=data["op"]) == windowed(data)
 
 
-@pytest.mark.parametrize("bad", ["2", "ins", 0, 2, True, None, "+-1"])
+def _without(data, row):
+    return {k: [v for i, v in enumerate(c) if i != row] for k, c in data.items()}
+
+
+@pytest.mark.parametrize("absent", [None, np.nan])
+@pytest.mark.parametrize("as_float", [False, True])
+def test_a_missing_op_is_a_missing_value(absent, as_float):
+    """A missing op cell is skipped like a missing channel value (the CLI's
+    rule too), or refused naming the row with missing="error"."""
+    data = table(20)
+    data["op"] = list(data["op"])
+    data["op"][13] = absent
+    if as_float:  # as a parsed CSV column arrives
+        data["op"] = np.array(data["op"], dtype=float)
+    assert windowed(data) == windowed(_without(table(20), 13))
+    with pytest.raises(InputError, match="row 13, column 'op': missing value"):
+        windowed(data, missing="error")
+
+
+@pytest.mark.parametrize("bad", ["2", "ins", 0, 2, True, "+-1"])
 def test_op_errors_name_the_row(bad):
     data = table(20)
     data["op"] = list(data["op"])
@@ -208,7 +227,7 @@ def test_op_errors_name_the_row(bad):
         windowed(data)
 
 
-@pytest.mark.parametrize("bad", [0.0, 2.0, 0.5, np.nan])
+@pytest.mark.parametrize("bad", [0.0, 2.0, 0.5])
 def test_numeric_op_errors_name_the_row(bad):
     data = table(20)
     data["op"] = np.array(data["op"], dtype=float)   # as a parsed CSV column arrives
@@ -227,7 +246,7 @@ def test_op_column_misuse():
     cdf = es.plan("0:1", epsilon=1, mechanism="cdf", bins=4, names="x")
     with pytest.raises(InputError, match="phdstream"):
         es.simulate(cdf, {"x": [0.5]}, SEED, op=[1])
-    with pytest.raises(InputError, match="reading 2: phdstream channels are integer"):
+    with pytest.raises(InputError, match="reading 2: phdstream channel 0 must be an integer"):
         es.simulate(config(), {"x": [1, 2, 2.5], "y": [0, 0, 0]}, SEED)
 
 

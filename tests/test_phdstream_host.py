@@ -226,7 +226,7 @@ def test_metric_on_a_sample_of_the_truth_is_small_and_on_nothing_is_one():
 
 def _stream_gen(level, path, mass, lo=(0, 0), hi=(255, 255)):
     """A stream generator of one step (step 1) with the given leaf cells."""
-    st = generator.Stream("d", [1], [0, len(level)], level, path, mass, 0)
+    st = generator.Stream("d", [1], [0, len(level)], level, path, mass, 0, [0])
     return generator.Generator(["x0", "x1"], list(lo), list(hi), [st], {})
 
 

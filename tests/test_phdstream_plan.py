@@ -74,6 +74,8 @@ def test_max_events_sets_the_batch_and_the_full_epsilon():
     agent.Agent(cfg, seed=b"plan-test-seed00")
     replace = plan(relation="replace")  # under replace a full batch costs eps: no halving
     assert replace["mechanisms"][0]["eps"] == [1, 1]
+    assert "full epsilon" in replace["plan"]["guarantee"] and "epsilon/2" not in replace["plan"]["guarantee"]
+    assert "runs at epsilon/2" in plan()["plan"]["guarantee"]
     agent.Agent(replace, seed=b"plan-test-seed00")
     tree = plan(counter="tree:64", names="lon,lat", op_name="kind", snap=5)["mechanisms"][0]
     assert (tree["horizon"], tree["names"], tree["op"], tree["snap"]) == (64, ["lon", "lat"], "kind", 5)
@@ -102,6 +104,9 @@ def test_depth_default_and_cap():
     (dict(transport="mqtt"), "not planned for phdstream"),
     (dict(ram=None), "needs --bounds and --ram"),
     (dict(integer="x0"), "implied"),
+    (dict(bounds="%d:%d" % (2 ** 31 - 100, 2 ** 31)),
+     r"within \[-\(2\*\*31 - 1\), 2\*\*31 - 2\] \(int32\), got 2147483648"),
+    (dict(bounds="%d:%d" % (-2 ** 40, -2 ** 40 + 100)), "int32"),
 ])
 def test_refusals(kw, msg):
     with pytest.raises(InputError, match=msg):

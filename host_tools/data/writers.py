@@ -108,13 +108,16 @@ def _pipeline(blocks, schema, write, progress):
     pending = None
     with ThreadPoolExecutor(max_workers=1) as pool:  # on an error, waits for the write in flight
         for block in blocks:
-            block = np.asarray(block, dtype=np.float64)
+            block = np.asarray(block)
+            if block.dtype.kind not in "iu":  # integer blocks stay exact (a stream's step column)
+                block = np.asarray(block, dtype=np.float64)
             if block.ndim != 2 or block.shape[1] != d:
                 raise InputError("a block of rows must have shape (m, %d), got %s" % (d, block.shape))
             if not len(block):
                 continue
-            cols = [np.rint(block[:, j]).astype(np.int64) if pa.types.is_integer(f.type) else block[:, j]
-                    for j, f in enumerate(schema)]
+            exact = block.dtype.kind in "iu"
+            cols = [(block[:, j] if exact else np.rint(block[:, j])).astype(np.int64) if pa.types.is_integer(f.type)
+                    else np.asarray(block[:, j], np.float64) for j, f in enumerate(schema)]
             table = pa.Table.from_arrays(cols, schema=schema)
             _finish(pending, progress)
             pending = (pool.submit(write, table), len(block))

@@ -17,6 +17,10 @@ from edgesynth.agent.spec import MAX_CHANNELS
 from edgesynth.errors import InputError, SchemaError
 
 EXACT_F64 = 1 << 53  # integer bounds must convert to float64 exactly
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+# int bounds the C core's i32 paths take (readings clip outside), so every
+# runtime, the planner and the host decoder hold phdstream bounds to them
+INT32_SAFE = (INT32_MIN + 1, INT32_MAX - 1)
 
 
 def finest(lo, hi, width):

@@ -26,9 +26,9 @@ import warnings
 import numpy as np
 
 from edgesynth import agent
-from edgesynth.agent.errors import SEALED, ConfigError, ReadingError, SealedError
+from edgesynth.agent.errors import SEALED, ConfigError, SealedError
 from edgesynth.agent.wire import device_id_bytes
-from edgesynth.ccore import EXACT_F64, INT32_MAX, INT32_MIN, core_params, core_readings, is_int
+from edgesynth.ccore import EXACT_F64, INT32_MAX, INT32_MIN, core_events, core_params, core_readings, is_int
 from edgesynth.errors import InputError
 from edgesynth.firmware_shims import entropy as platform_entropy
 from edgesynth.runtimes.vectorized import ingest_agent
@@ -111,32 +111,13 @@ class _Mech:
         self._i32 = getattr(lib, "es_%s_update_i32" % self.kind)
         self._f64 = getattr(lib, "es_%s_update_f64" % self.kind, None)
 
-    def _events(self, values):
-        """A phdstream event's values (channels, op) as int32: ReadingError,
-        with agent/phdstream's message, unless they are integers and the op is
-        exactly 1 or -1."""
-        for i, v in enumerate(values[:-1]):
-            if not is_int(v):
-                raise ReadingError("phdstream channel %d must be an integer, got %r" % (i, v))
-        op = values[-1]
-        if not is_int(op) or op not in (1, -1):
-            raise ReadingError("phdstream op must be 1 (insert) or -1 (delete), got %r" % (op,))
-        return self._i32, ffi.new("int32_t[]", [min(max(int(v), INT32_MIN), INT32_MAX) for v in values])
-
-    def _event_rows(self, data):
-        kind, x = core_readings(data, True)
-        if kind != "i32":
-            raise ReadingError("phdstream channels and op must be integers")
-        bad = np.nonzero((x[:, -1] != 1) & (x[:, -1] != -1))[0]
-        if bad.size:
-            raise ReadingError("phdstream op must be 1 (insert) or -1 (delete), got %r" % (data[bad[0], -1],))
-        return self._i32, ffi.from_buffer("int32_t[]", x), len(x)
-
     def reading(self, values):
         """(update function, C buffer) for one reading's values (its channel
-        order); ValueError before anything is counted if it cannot take them."""
+        order); ValueError before anything is counted if it cannot take them
+        (a phdstream event: ccore.core_events, which also refuses a value
+        outside int32 that the Python agent would clamp)."""
         if self.kind == "phdstream":
-            return self._events(values)
+            return self._i32, ffi.from_buffer("int32_t[]", core_events(np.array([values], dtype=object)))
         if self.kind == "profile" or (self.int_path and all(is_int(v) for v in values)):
             if not is_int(values[0]):
                 raise ValueError("profile ids must be integers, got %r" % (values[0],))
@@ -147,7 +128,8 @@ class _Mech:
         """(update function, C buffer, n) for every row of ``data`` (n, d);
         ValueError before anything is counted if it cannot take them."""
         if self.kind == "phdstream":
-            return self._event_rows(data)
+            x = core_events(data)
+            return self._i32, ffi.from_buffer("int32_t[]", x), len(x)
         kind, x = core_readings(data, self.int_path)
         if kind == "i32":
             return self._i32, ffi.from_buffer("int32_t[]", x), len(x)
@@ -273,8 +255,7 @@ class FallbackAgent:
         data = np.asarray(data)
         if self._a.mechs[0].kind == "phdstream":
             # continual: the agent's own update per event (a batch has nothing to vectorise)
-            kind, x = core_readings(data, True)  # integral values as ints, as the C path takes them
-            for row in (x if kind == "i32" else data).tolist():
+            for row in core_events(data).tolist():  # ints, as the C path takes them
                 self._a.update(row)
             return
         ingest_agent(self._a, data)

@@ -26,7 +26,7 @@ import numpy as np
 
 from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.wire import device_id_bytes
-from edgesynth.ccore import core_readings, includedir
+from edgesynth.ccore import core_events, core_readings, includedir
 from edgesynth.errors import InputError
 from edgesynth.targets.firmware import CPUS, _c_bytes, _params, config_header, sources, tool
 
@@ -152,14 +152,10 @@ def run_qemu_stream(cfg, windows, cpu="cortex-m4", seed=None, device_id="device"
         return []
     blocks = []
     for _, _, rows in windows:
-        rows = np.asarray(rows).reshape(-1, len(p["inputs"]))
-        kind, x = core_readings(rows, True)
-        if kind != "i32":
-            raise InputError("phdstream channels and op must be integers")
-        bad = np.nonzero((x[:, -1] != 1) & (x[:, -1] != -1))[0]
-        if bad.size:
-            raise InputError("phdstream op must be 1 (insert) or -1 (delete), got %r" % (rows[bad[0], -1],))
-        blocks.append(x)
+        try:
+            blocks.append(core_events(np.asarray(rows).reshape(-1, len(p["inputs"]))))
+        except ValueError as e:
+            raise InputError(str(e))
     e0, q0 = windows[0][0], windows[0][1]
     with tempfile.TemporaryDirectory(prefix="es-qemu-") as tmp:
         elf = build_harness(cfg, cpu, tmp, seed, device_id, e0, q0, key, False, len(windows))

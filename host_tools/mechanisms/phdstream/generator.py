@@ -5,7 +5,9 @@ device's stream with their masses G, saved as msgpack, and the sampler
 A stream is the frames of one (device, configuration) in epoch order; each
 is applied to a Mirror (resync at the next snapshot after a gap) and every
 step the mirror holds gives its cells (level, path, mass). Step K of the
-generator is the union of the streams' step K. Sampling step K draws n
+generator is the union of the streams' step K, when they reached it in one
+window (epoch); a step the streams reached in different windows is refused
+(uniting it would mix times). Sampling step K draws n
 points apportioned over its leaves in proportion to ceil(G) of the positive
 leaves (the paper's eq. 5: exactly ceil(G) points per positive leaf when n
 is the released population, the default), each a uniform integer of its
@@ -19,9 +21,9 @@ import numpy as np
 
 from edgesynth.errors import InputError, MergeError, SchemaError
 from edgesynth.genfile import MAX_FILE, read_file_map
-from edgesynth.mechanisms.integers import cell_integers, draw
+from edgesynth.mechanisms.integers import INT32_SAFE, cell_integers, draw
 from edgesynth.mechanisms.phdstream.mirror import Mirror
-from edgesynth.mechanisms.phdstream.tree import point_counts
+from edgesynth.mechanisms.phdstream.tree import MAX_MASS, point_counts
 from edgesynth.mechanisms.phdstream.wire import MAX_CHANNELS, MAX_DEPTH
 from edgesynth.mechanisms.privhp.growth import Leaves, leaf_boxes, leaf_cells
 from edgesynth.merge import merge_releases, refuse_force_sum
@@ -32,18 +34,21 @@ SAMPLE_BLOCK = 1 << 20  # rows per block: bounds memory for any n
 MAX_STEP_ROWS = 10 ** 9 - 1
 FILE_BYTES_PER_CELL = 13  # a leaf of a step in the file: level u8, path u32, mass f64
 MAX_LISTED = 32         # absent step ranges listed per stream in the summary
+MAX_FILE_MASS = float(1 << 53)  # |G| of a leaf in a generator file (integers exact as doubles)
 
 
 class Stream:
     """The released steps of one device's stream: ``device``, ``steps``
     int64 (S,) increasing step numbers, ``offsets`` int64 (S + 1,) into the
-    cell arrays ``level``/``path`` (int64) and ``mass`` (float64), and
+    cell arrays ``level``/``path`` (int64) and ``mass`` (float64),
     ``skipped`` windows that could not be applied (after a gap, before a
-    snapshot)."""
+    snapshot), and ``epochs`` int64 (S,) each step's window (the frame's
+    epoch; increasing)."""
 
-    def __init__(self, device, steps, offsets, level, path, mass, skipped):
+    def __init__(self, device, steps, offsets, level, path, mass, skipped, epochs):
         self.device = device
         self.steps = np.asarray(steps, dtype=np.int64)
+        self.epochs = np.asarray(epochs, dtype=np.int64)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.level = np.asarray(level, dtype=np.int64)
         self.path = np.asarray(path, dtype=np.int64)
@@ -90,7 +95,7 @@ def replay(device, windows):
     recorded (the device restarted its stream) is a MergeError; a window
     that contradicts the tree a SchemaError naming the device and epoch."""
     m = Mirror()
-    steps, level, path, mass = [], [], [], []
+    steps, epochs, level, path, mass = [], [], [], [], []
     for epoch, state in sorted(windows, key=lambda w: w[0]):
         try:
             applied = m.apply(state.window)
@@ -103,12 +108,13 @@ def replay(device, windows):
                              "each run of the device apart" % (device, m.t, epoch, steps[-1]))
         lv, pa, g = m.cells()
         steps.append(m.t)
+        epochs.append(epoch)
         level.append(lv)
         path.append(pa)
         mass.append(g)
     offsets = np.concatenate([[0], np.cumsum([x.size for x in level], dtype=np.int64)])
     return Stream(device, steps, offsets, _cat(level, np.int64), _cat(path, np.int64), _cat(mass, np.float64),
-                  m.skipped)
+                  m.skipped, epochs)
 
 
 def _cat(parts, dtype):
@@ -133,6 +139,7 @@ class Generator:
         self.integer = [True] * len(self.names)
         held = [s.steps for s in self.streams if s.steps.size]
         self.steps = np.unique(np.concatenate(held)).tolist() if held else []
+        self.misaligned = _misaligned(self.streams)
 
     @property
     def d(self):
@@ -140,11 +147,25 @@ class Generator:
 
     def cells(self, step):
         """(level, path, mass) of the leaves of step ``step`` over every
-        stream that holds it (concatenated); InputError if none does."""
+        stream that holds it (concatenated); InputError if none does, or if
+        the streams reached it in different windows (epochs): their step K
+        are then different times, and uniting them would mix them."""
         parts = [c for c in (s.at(step) for s in self.streams) if c is not None]
         if not parts:
             raise InputError("the generator has no step %r (it holds %s)" % (step, _ranges(self.steps)))
+        if step in self.misaligned:
+            raise InputError("step %d: the devices' streams reached it in different windows (%s), so their step "
+                             "%d is not one time; assemble those devices apart, or sample a step they share "
+                             "(steps that line up: %s)" % (step, self._epochs(step), step,
+                                                           _ranges(sorted(set(self.steps) - self.misaligned))))
         return tuple(np.concatenate(x) for x in zip(*parts))
+
+    def _epochs(self, step):
+        """"device at epoch E, ..." of the streams holding ``step`` (at most MAX_LISTED)."""
+        held = [(s.device, int(s.epochs[np.searchsorted(s.steps, step)])) for s in self.streams
+                if s.at(step) is not None]
+        return ", ".join("%r at epoch %d" % h for h in held[:MAX_LISTED]) + (", ..." if len(held) > MAX_LISTED
+                                                                             else "")
 
     def population(self, step):
         """The released population at ``step``: the sum over its positive
@@ -152,11 +173,13 @@ class Generator:
         return int(point_counts(self.cells(step)[2]).sum())
 
     def populations(self):
-        """{step: population} for every step."""
+        """{step: population} for every step the streams reached in one
+        window (a misaligned step has none: it cannot be sampled)."""
         out = {}
         for s in self.streams:
             for step, n in zip(s.steps.tolist(), s.populations().tolist()):
-                out[step] = out.get(step, 0) + n
+                if step not in self.misaligned:
+                    out[step] = out.get(step, 0) + n
         return dict(sorted(out.items()))
 
     def blocks(self, n, rng, step):
@@ -212,6 +235,7 @@ class Generator:
         return msgpack.packb({
             "fmt": FORMAT, "kind": FILE_KIND, "names": self.names, "lo": self.lo, "hi": self.hi,
             "streams": [{"device": s.device, "steps": s.steps.astype("<u8").tobytes(),
+                         "epochs": s.epochs.astype("<u4").tobytes(),
                          "offsets": s.offsets.astype("<u8").tobytes(), "level": s.level.astype("<u1").tobytes(),
                          "path": s.path.astype("<u4").tobytes(), "mass": s.mass.astype("<f8").tobytes(),
                          "skipped": s.skipped} for s in self.streams],
@@ -227,12 +251,14 @@ class Generator:
                               np.frombuffer(s["offsets"], "<u8").astype(np.int64),
                               np.frombuffer(s["level"], "<u1").astype(np.int64),
                               np.frombuffer(s["path"], "<u4").astype(np.int64),
-                              np.frombuffer(s["mass"], "<f8").copy(), int(s["skipped"])) for s in m["streams"]]
+                              np.frombuffer(s["mass"], "<f8").copy(), int(s["skipped"]),
+                              np.frombuffer(s["epochs"], "<u4").astype(np.int64)) for s in m["streams"]]
             meta = dict(m.get("meta", {}))
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise InputError("%s: malformed phdstream generator (%s)" % (source, e))
         d = len(names)
         if not 1 <= d <= MAX_CHANNELS or len(lo) != d or len(hi) != d or not all(a < b for a, b in zip(lo, hi)) \
+                or not all(INT32_SAFE[0] <= v <= INT32_SAFE[1] for v in lo + hi) \
                 or not all(isinstance(x, str) for x in names) or len(set(names)) != d \
                 or not all(_consistent(s) for s in streams):
             raise InputError("%s: phdstream generator arrays are inconsistent" % source)
@@ -246,6 +272,7 @@ class Generator:
                 "steps": len(self.steps), "first_step": self.steps[0] if self.steps else None,
                 "last_step": self.steps[-1] if self.steps else None,
                 "population": [[k, v] for k, v in pops.items()],
+                "misaligned_steps": _spans(sorted(self.misaligned))[:MAX_LISTED],
                 "streams": [s.summary() for s in self.streams],
                 "skipped_windows": sum(s.skipped for s in self.streams), **self.meta}
 
@@ -253,11 +280,37 @@ class Generator:
 def _consistent(s):
     """Whether a loaded Stream's arrays agree: increasing positive steps,
     offsets from 0 to the cell count, levels and paths of a depth-28 tree,
-    finite masses."""
-    return (s.offsets.size == s.steps.size + 1 and s.offsets[0] == 0 and s.offsets[-1] == s.level.size
+    finite masses of at most 2**53 in magnitude (a device's are far
+    smaller) whose positive part sums to less than 2**62 per step (a
+    population fits int64)."""
+    ok = (s.offsets.size == s.steps.size + 1 and s.epochs.size == s.steps.size and np.all(np.diff(s.epochs) > 0)
+          and np.all(s.steps < 1 << 32) and s.offsets[0] == 0 and s.offsets[-1] == s.level.size
             and np.all(np.diff(s.offsets) > 0) and np.all(s.steps > 0) and np.all(np.diff(s.steps) > 0)
             and s.level.size == s.path.size == s.mass.size and np.all(s.level <= MAX_DEPTH)
-            and np.all(s.path >> s.level == 0) and np.all(np.isfinite(s.mass)) and isinstance(s.device, str))
+            and np.all(s.path >> s.level == 0) and np.all(np.isfinite(s.mass))
+            and np.all(np.abs(s.mass) <= MAX_FILE_MASS) and isinstance(s.device, str))
+    return bool(ok) and (not s.mass.size or
+                         np.add.reduceat(np.maximum(s.mass, 0.0), s.offsets[:-1]).max() < MAX_MASS)
+
+
+def _misaligned(streams):
+    """The set of steps that two streams reached in different windows (epochs)."""
+    pairs = [np.stack([s.steps, s.epochs], axis=1) for s in streams if s.steps.size]
+    if len(pairs) < 2:
+        return set()
+    steps = np.unique(np.concatenate(pairs), axis=0)[:, 0]  # one row per distinct (step, epoch)
+    return set(steps[1:][steps[1:] == steps[:-1]].tolist())
+
+
+def _spans(steps):
+    """[first, last] ranges of consecutive numbers in sorted ``steps``."""
+    out = []
+    for s in steps:
+        if out and s == out[-1][1] + 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return out
 
 
 def _apportion(n, w):

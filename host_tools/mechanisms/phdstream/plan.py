@@ -38,6 +38,7 @@ from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.phdstream import MAX_BATCH, MAX_DEPTH, MAX_EPS_DEN, MAX_NODES, PHDStream
 from edgesynth.config import device_config
 from edgesynth.errors import InputError
+from edgesynth.mechanisms.integers import INT32_SAFE
 from edgesynth.mechanisms.privhp.plan import channel_bits
 from edgesynth.ram import heap_need, ram_notes
 
@@ -126,6 +127,9 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
     d = len(lo)
     if not 1 <= d <= 8:
         raise InputError("phdstream takes 1..8 channels, got %d" % d)
+    for v in list(lo) + list(hi):  # the C core's limit (ccore.validate), so every runtime takes the plan
+        if not INT32_SAFE[0] <= v <= INT32_SAFE[1]:
+            raise InputError("phdstream bounds must be within [-(2**31 - 1), 2**31 - 2] (int32), got %d" % v)
     names = list(names) if names else ["x%d" % i for i in range(d)]
     if len(names) != d:
         raise InputError("%d names given for %d channels" % (len(names), d))
@@ -186,10 +190,15 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
     except ConfigError as e:
         raise InputError("the device would refuse this plan: %s" % e)
     size = state_bytes(nodes, batch, kind, horizon, k)
-    guarantee = ("epsilon %s per event over the whole stream, for streams whose windows hold at most %d events "
-                 "(--max-events)" % (eps, batch)) if rate_bound else \
-        ("epsilon %s per event over the whole stream; a window past %d events refuses the rest, so the "
-         "mechanism runs at epsilon/2 (--max-events states a public bound instead)" % (eps, batch))
+    if rate_bound:
+        guarantee = ("epsilon %s per event over the whole stream, for streams whose windows hold at most %d events "
+                     "(--max-events)" % (eps, batch))
+    elif m_eps == eps:  # replace neighbours: an overflowing window changes one event, not two
+        guarantee = ("epsilon %s per event over the whole stream (replace neighbours: a window past %d events "
+                     "refuses the rest at no extra cost, so the mechanism runs at the full epsilon)" % (eps, batch))
+    else:
+        guarantee = ("epsilon %s per event over the whole stream; a window past %d events refuses the rest, so the "
+                     "mechanism runs at epsilon/2 (--max-events states a public bound instead)" % (eps, batch))
     return device_config(eps, relation, mech, {
         **ram_notes(ram, size, need(nodes, batch), runtime),
         "pool_nodes": nodes,

@@ -17,6 +17,8 @@ import numpy as np
 
 from edgesynth.errors import EvaluationInputError
 
+MAX_MASS = float(1 << 62)  # a leaf's point count ceil(G) must fit int64
+
 
 def privtree_params(epsilon, beta):
     """PHDStream's split of the per-event budget ``epsilon`` (> 0) and the
@@ -137,10 +139,13 @@ def node_boxes(children, lo, hi):
 def point_counts(mass):
     """Synthetic points per leaf (eq. 5): ceil(G) where G > 0, 0 where
     G <= 0 (a negative or zero noisy mass gets no point; nothing is carried
-    over to other leaves). ``mass`` float (M,); returns int64 (M,)."""
+    over to other leaves). ``mass`` float (M,), finite and below 2**62 (its
+    count must fit int64); returns int64 (M,)."""
     mass = np.asarray(mass, dtype=np.float64)
     if not np.all(np.isfinite(mass)):
         raise EvaluationInputError("leaf masses must be finite")
+    if np.any(mass >= MAX_MASS):
+        raise EvaluationInputError("leaf masses must be below 2**62, got %r" % float(mass.max()))
     return np.where(mass > 0, np.ceil(np.maximum(mass, 0.0)), 0.0).astype(np.int64)
 
 

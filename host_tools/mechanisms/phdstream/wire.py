@@ -20,6 +20,7 @@ import numpy as np
 
 from edgesynth.agent.phdstream import MAX_EPS_DEN, MAX_INT_SPAN, MAX_NODES
 from edgesynth.errors import SchemaError
+from edgesynth.mechanisms.integers import INT32_SAFE
 from edgesynth.noise import check_scale
 
 VERSION = 1
@@ -146,9 +147,10 @@ class Params:
         lo, hi = p["lo"], p["hi"]
         if not isinstance(lo, list) or not isinstance(hi, list) or not 1 <= len(lo) == len(hi) <= MAX_CHANNELS \
                 or not all(isinstance(x, int) and not isinstance(x, bool) for x in lo + hi) \
-                or not all(0 < b - a <= MAX_INT_SPAN for a, b in zip(lo, hi)):
-            raise SchemaError("phdstream p.lo/p.hi must be 1..%d integer pairs with 0 < hi - lo <= 2**29 - 1"
-                              % MAX_CHANNELS)
+                or not all(0 < b - a <= MAX_INT_SPAN for a, b in zip(lo, hi)) \
+                or not all(INT32_SAFE[0] <= x <= INT32_SAFE[1] for x in lo + hi):  # the C core's (ccore.validate)
+            raise SchemaError("phdstream p.lo/p.hi must be 1..%d integer pairs within [-(2**31 - 1), 2**31 - 2] "
+                              "with 0 < hi - lo <= 2**29 - 1" % MAX_CHANNELS)
         self.lo, self.hi = list(lo), list(hi)
         # public parameters like the box: part of the configuration's id, so
         # streams of differently named channels never assemble together
@@ -218,7 +220,7 @@ class Window:
         if m["kind"] != "phdstream":
             raise SchemaError("phdstream payload kind is %r" % (m["kind"],))
         _uint(m, "v", VERSION, VERSION, "")
-        self.t = _uint(m, "t", 1, (1 << 63) - 1, "")
+        self.t = _uint(m, "t", 1, (1 << 32) - 1, "")  # a step per window: epochs are uint32
         self.params = _interned(Params(m["p"], factor))
         nv = _uint(m, "nv", 1, self.params.max_nodes, "")  # T(t) lies in the pool
         self.split = _bitmap(m["bits"], nv, "bits")
