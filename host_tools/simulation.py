@@ -311,8 +311,8 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
     op: a phdstream config's event signs (see simulate_windows); without a
         window its whole stream is one window: one step, one frame.
     missing: a row with a missing value (NaN, None, pandas.NA) in a column
-        fed is skipped ("skip"; es.read(data) counts them) or an InputError
-        ("error"). Skipping depends on that row only: event-level safe.
+        fed, or a missing op, is skipped ("skip"; es.read(data) counts them)
+        or an InputError ("error"). Skipping depends on that row only: event-level safe.
     progress: optional callable given the number of readings consumed.
 
     Returns bytes: one frame, or with ``window`` every window's frame.
