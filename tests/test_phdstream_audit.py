@@ -29,8 +29,10 @@ Scenarios (1-D box [0, 64), one event at x = 10, in window 2 of 3):
 * the tree on a reachable leaking state (G rising along a path: noisy masses
   with deletions make it reachable): the printed statistic floor(G + ∇F)
   (planted in the dense reference) makes all six path nodes' tests move, ratio
-  e^(6/λ) = e^ε for the tree alone, rejected against its share e^(ε/2); the
-  device's path-monotone statistic on the same state passes.
+  e^(6/λ) = e^ε for the tree alone, rejected against its share e^(ε/2); on
+  the same state and the event "the whole path to x splits", the device
+  without the min over P(parent) (P = max(g, 0), planted by editing its
+  source) is rejected too, and the device's path-monotone statistic passes.
 """
 import math
 import sys
@@ -72,9 +74,9 @@ def ratio_bounds(counts_hi, counts_lo, n):
     return [cp_low(h, n, a) / cp_high(lo, n, a) for h, lo in zip(counts_hi, counts_lo)]
 
 
-def run(s, windows, seed, prepare=None, at=1):
-    """The device over ``windows`` (lists of (x, op)); the released (bits, ys) of window ``at``."""
-    m = PHDStream(s)
+def run(s, windows, seed, prepare=None, at=1, cls=PHDStream):
+    """The device (class ``cls``) over ``windows`` (lists of (x, op)); the released (bits, ys) of window ``at``."""
+    m = cls(s)
     if prepare:
         prepare(m)
     m.draw_noise(seeded_source(seed))
@@ -109,10 +111,10 @@ def leaf_y(bits, ys, depth, x):
     raise AssertionError("no leaf holds %d" % x)
 
 
-def tally(s, windows, tag, n, events, prepare=None, at=1):
+def tally(s, windows, tag, n, events, prepare=None, at=1, cls=PHDStream):
     counts = [0] * len(events)
     for i in range(n):
-        bits, ys = run(s, windows, b"phd-audit-%s-%d" % (tag, i), prepare, at)
+        bits, ys = run(s, windows, b"phd-audit-%s-%d" % (tag, i), prepare, at, cls)
         for j, e in enumerate(events):
             counts[j] += e(bits, ys)
     return counts
@@ -260,12 +262,36 @@ def test_printed_statistic_mutant_fails_on_a_leaking_state():
     assert lower[0] > math.exp(TREE_EPS / 2), "the printed statistic should leak: %s" % lower
 
 
-def test_device_tree_passes_on_the_same_state():
+def tree_audit(cls):
+    """Lower bound of P_hi(E) / P_lo(E) for E = {the whole path to x splits},
+    the device class ``cls`` run on the leaking state with and without the
+    inserted event: under the path-monotone statistic the inserted event moves
+    each test on the path, but P never exceeds the root's, so E stays rare."""
     s = spec(TREE_EPS, depth=DEPTH)
     n = 10000
-    # E: the root and the first path node split (the rest of the path sits at the floor)
-    first = lambda b, y: {(0, 0), (1, 0)} <= leaves(b, DEPTH)[1]               # noqa: E731
-    hi = tally(s, [[(0, 1)], []], b"tdev1", n, [first], device_state, at=0)
-    lo = tally(s, [[], []], b"tdev0", n, [first], device_state, at=0)
-    lower = ratio_bounds(hi, lo, n)
-    assert lower[0] <= math.exp(TREE_EPS / 2), lower
+    hi = tally(s, [[(0, 1)], []], b"tdev1", n, [lambda b, y: path_splits(b)], device_state, at=0, cls=cls)
+    lo = tally(s, [[], []], b"tdev0", n, [lambda b, y: path_splits(b)], device_state, at=0, cls=cls)
+    return ratio_bounds(hi, lo, n)
+
+
+def without_the_parent_min():
+    """The device with the mutant P(v) = max(g(v), 0): no min over P(parent),
+    so on the leaking state the statistic grows along the path."""
+    import types
+
+    import edgesynth.agent.phdstream as pkg
+    src = Path(pkg.__file__).read_text()
+    line = "            if p > qp[head]:\n                p = qp[head]\n"
+    assert src.count(line) == 1
+    mod = types.ModuleType("edgesynth.agent.phdstream._mutant")
+    mod.__package__ = "edgesynth.agent.phdstream"
+    exec(compile(src.replace(line, ""), "phdstream-mutant", "exec"), mod.__dict__)
+    return mod.PHDStream
+
+
+def test_device_tree_passes_on_the_same_state_and_the_unclamped_mutant_fails():
+    """The same leaking state and the path event: the device without the min
+    over P(parent) is rejected against the tree's share e^(ε/2); the real
+    device passes."""
+    assert tree_audit(without_the_parent_min())[0] > math.exp(TREE_EPS / 2)
+    assert tree_audit(PHDStream)[0] <= math.exp(TREE_EPS / 2)
