@@ -206,8 +206,8 @@ class DensePHD:
         return bits, ys
 
     def fold_step(self, visited, bits):
-        """Fold-pruning: a leaf of T(t) whose children are in the union for K
-        consecutive steps loses its strict descendants (union, counters,
+        """Fold-pruning: a node with children in the union that has been
+        visited as a leaf of T(t) K times, with no split in between, loses its strict descendants (union, counters,
         Cn, Off) and keeps their mass: Off(v) += Cd(v). G changes only below v:
         Ext_T of the mass moved from the descendants to v."""
         cd = self.cds()

@@ -489,3 +489,32 @@ def test_an_agent_whose_step_raised_refuses_to_release(monkeypatch):
         a.next_window()
     with pytest.raises(StateError):
         a.update((1, 2, 1))
+
+
+def test_small_int_limits():
+    """MicroPython small ints (< 2**30): the bias delta is computed exactly
+    without the products λ_num·1143 and λ_den·1649 (both past 2**30 at the
+    largest eps terms); snap stops at 2**30 - 1; the diagnostics saturate;
+    bounds outside the C core's int32 range are refused."""
+    from fractions import Fraction
+
+    from edgesynth.agent import phdstream
+    for eps, factor in (([4, 1], 1), ([1, 10 ** 6], 1), ([10 ** 8, 10 ** 6], 2), ([99999989, 999983], 2),
+                        ([3, 7], 2)):
+        if Fraction(6 * eps[1] * factor, eps[0]) > 1 << 22:
+            continue
+        m = PHDStream(spec(eps=eps), factor)
+        lam = Fraction(m.lam_num, m.lam_den)
+        assert m.delta == math.ceil(lam * Fraction(1143, 1649)) and m.delta >= lam * Fraction(math.log(2))
+    assert max(6 * 10 ** 6 * 2, 100 * 10 ** 6) < 1 << 27  # _bias's inputs stay small
+    assert PHDStream(spec(snap=(1 << 30) - 1)).snap_every == (1 << 30) - 1
+    with pytest.raises(ConfigError):
+        PHDStream(spec(snap=1 << 30))
+    m = make(spec(batch_max=1), b"cap")
+    m.refused_events = phdstream.MAX_COUNT - 1
+    feed(m, [((1, 1), 1)] * 4)
+    assert m.refused_events == phdstream.MAX_COUNT == (1 << 30) - 1
+    for lo, hi in (([-(1 << 31) + 1, 0], [-(1 << 31) + 65, 64]), ([0, (1 << 31) - 64], [64, (1 << 31) - 1])):
+        with pytest.raises(ConfigError, match="2\\*\\*31 - 2"):
+            PHDStream(spec(lo=lo, hi=hi))
+    PHDStream(spec(lo=[-(1 << 31) + 2, (1 << 31) - 66], hi=[-(1 << 31) + 66, (1 << 31) - 2]))

@@ -294,3 +294,13 @@ def test_c_step_keeps_no_segment_of_the_batch(fold):
         assert not any(st.codes[i] or st.signs[i] for i in range(len(ev)))
         if w:  # step 1 carries a snapshot, whose order arrays reuse q_lo/q_hi
             assert not any(st.q_lo[i] or st.q_hi[i] for i in range(st.nv))
+
+
+def test_c_diagnostics_saturate_like_python():
+    """refused_events stops at 2**30 - 1 in C as in Python (MicroPython small ints)."""
+    from edgesynth.agent import phdstream
+    s = spec(batch_max=1)
+    c = CState(s, b"phd-cap")
+    c.state.refused_events = phdstream.MAX_COUNT - 1
+    c.update([[1, 2, 1]] * 4)
+    assert c.state.refused_events == phdstream.MAX_COUNT

@@ -25,7 +25,7 @@ static int valid(const es_phdstream_cfg_t *c)
     unsigned i;
     if (!(c && c->d >= 1 && c->d <= ES_PHD_MAX_CHANNELS && c->depth >= 1 && c->depth <= ES_PHD_MAX_DEPTH &&
           c->counter <= ES_PHD_TREE && c->max_nodes >= 3 && c->max_nodes <= ES_PHD_MAX_NODES &&
-          c->batch_max >= 1 && c->batch_max <= ES_PHD_MAX_BATCH && c->snap >= 1 && c->snap <= (1u << 30) &&
+          c->batch_max >= 1 && c->batch_max <= ES_PHD_MAX_BATCH && c->snap >= 1 && c->snap <= ES_PHD_MAX_COUNT &&
           c->eps_num >= 1 && c->eps_num <= 100ull * MAX_EPS_DEN && c->eps_den >= 1 &&
           c->eps_den <= MAX_EPS_DEN && c->lo && c->hi && c->names))
         return 0;
@@ -35,7 +35,8 @@ static int valid(const es_phdstream_cfg_t *c)
                                   : c->horizon != 0)
         return 0;
     for (i = 0; i < c->d; i++)
-        if ((int64_t)c->hi[i] - c->lo[i] < 1 || (int64_t)c->hi[i] - c->lo[i] > MAX_SPAN)
+        if ((int64_t)c->hi[i] - c->lo[i] < 1 || (int64_t)c->hi[i] - c->lo[i] > MAX_SPAN ||
+            c->lo[i] < -INT32_MAX + 1 || c->hi[i] > INT32_MAX - 1) /* as the Python device: |lo|, |hi| <= 2**31 - 2 */
             return 0;
     return 1;
 }
@@ -192,7 +193,8 @@ static int32_t code_i32(const es_phdstream_cfg_t *c, const int32_t *x)
 static void store(es_phdstream_t *m, int32_t code, int insert)
 {
     if (m->nb >= m->cfg->batch_max) {
-        m->refused_events++; /* a full batch refuses (docs: Pool and batch rules) */
+        if (m->refused_events < ES_PHD_MAX_COUNT)
+            m->refused_events++; /* a full batch refuses (docs: Pool and batch rules) */
         return;
     }
     m->codes[m->nb] = code;
@@ -458,7 +460,8 @@ int es_phdstream_step(es_phdstream_t *m)
                     kid[v] = take(m);
                     if (!kid[v]) {
                         split = 0; /* pool full: cap-and-refuse, a leaf of T(t) */
-                        m->refused_splits++;
+                        if (m->refused_splits < ES_PHD_MAX_COUNT)
+                            m->refused_splits++;
                     }
                 }
             }

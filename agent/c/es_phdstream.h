@@ -18,6 +18,7 @@ extern "C" {
 #define ES_PHD_MAX_NODES ((uint32_t)1 << 22)
 #define ES_PHD_MAX_BATCH ((uint32_t)1 << 22)
 #define ES_PHD_SAT ((int32_t)1 << 27)     /* Cn and Cd saturate at +-2**27 */
+#define ES_PHD_MAX_COUNT 0x3FFFFFFFu      /* snap's cap; refused_* saturate here (MicroPython small ints) */
 
 /* Public parameters, validated on the host by agent/phdstream (the Python
  * agent's own checks; host_tools/ccore.py). Everything derived (lambda, delta,

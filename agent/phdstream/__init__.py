@@ -15,7 +15,9 @@ a contiguous segment that the step partitions in place.
 
 Everything is allocated in the constructor (flat arrays sized from the public
 ``max_nodes`` and ``batch_max``); ``update`` allocates nothing and ``step``
-nothing but the DRBG's output blocks. All values are integers: counts and
+nothing but the DRBG's output blocks and spec.draw's small per-draw
+allocation (its in-function import; docs/mechanisms/phdstream.md, "Memory").
+All values are integers: counts and
 discrete Laplace noise (agent/dlap.py), so Cn and Cd are exact; the ancestor
 mass Ca is kept as floor(Ca), which is exact under nested floors
 (floor((floor(a) + n) / 2) = floor((a + n) / 2) for integer n) and only feeds
@@ -52,10 +54,41 @@ COUNTERS = ("simple", "block", "tree")
 SPEC_KEYS = ("kind", "names", "op", "lo", "hi", "depth", "eps", "counter", "block", "horizon", "max_nodes",
              "batch_max", "snap", "rate_bound", "fold")
 MAX_FOLD = 255                # the leaf streak fits a byte
+MAX_SNAP = 0x3FFFFFFF         # 2**30 - 1: a MicroPython small int
+MAX_COUNT = 0x3FFFFFFF        # refused_events/refused_splits saturate here (small ints)
+INT32_SAFE = 0x7FFFFFFE       # |lo|, |hi| the C core's int32 update takes (agent/c/es_phdstream.c)
 
 
-def _ceil_div(a, b):
-    return -((-a) // b)
+def _bias(a, b):
+    """delta = ceil((a / b) · LN2_NUM / LN2_DEN) exactly, for a/b = λ <= 2**22
+    and a, b < 2**27, in small ints only (MicroPython: the products
+    a·1143 and b·1649 reach 1.6e11). Horner over LN2_NUM's bits on the value
+    h·LN2_DEN + l + r/b (l < LN2_DEN, r < b), so h ends as the floor of the
+    quotient by LN2_DEN; the C core computes the same ceil in 64 bits."""
+    q = a // b
+    xh = q // LN2_DEN
+    xl = q % LN2_DEN
+    xr = a % b
+    h = 0
+    l = 0  # noqa: E741
+    r = 0
+    k = 1 << 10  # LN2_NUM < 2**11
+    while k:
+        h += h
+        l += l  # noqa: E741
+        r += r
+        if LN2_NUM & k:
+            h += xh
+            l += xl  # noqa: E741
+            r += xr
+        while r >= b:
+            r -= b
+            l += 1  # noqa: E741
+        while l >= LN2_DEN:
+            l -= LN2_DEN  # noqa: E741
+            h += 1
+        k >>= 1
+    return h + (1 if l or r else 0)
 
 
 class PHDStream:
@@ -69,11 +102,12 @@ class PHDStream:
     per-event ε, den <= 10**6), ``counter`` "simple" | "block" | "tree",
     ``block`` B (2..2**16, block counter), ``horizon`` T_h (power of 2 up to
     2**16, tree counter), ``max_nodes`` pool size (3..2**22), ``batch_max``
-    events per window (1..2**22), ``snap`` snapshot period in steps (>= 1),
-    ``fold`` K (0..255, default 0 = off): a node that stays a leaf of T(t)
-    with children in the pool for K consecutive steps gives its subtree
-    back to the pool (pool.py), ``rate_bound`` (bool, default false: the deployment promises that no
-    window holds more than ``batch_max`` events). ``factor`` multiplies every
+    events per window (1..2**22), ``snap`` snapshot period in steps (1..2**30 - 1),
+    ``fold`` K (0..255, default 0 = off): a node with children in the pool
+    that has been visited as a leaf of T(t) K times, with no split in
+    between, gives its subtree back to the pool (pool.py), ``rate_bound``
+    (bool, default false: the deployment promises that no window holds more
+    than ``batch_max`` events). ``factor`` multiplies every
     noise scale (1 for add/remove-one neighbours, 2 for replace-one).
     """
 
@@ -92,6 +126,8 @@ class PHDStream:
         for i in range(d):
             if not isinstance(span[i], int):
                 raise ConfigError("phdstream channel %d: lo and hi must be integers" % i)
+            if lo[i] < -INT32_SAFE or hi[i] > INT32_SAFE:
+                raise ConfigError("phdstream channel %d: lo and hi must lie in [-(2**31 - 2), 2**31 - 2]" % i)
         names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])
         for i in range(d):  # the release names the channels; the host refuses repeats
             if names[i] in names[:i]:
@@ -125,7 +161,7 @@ class PHDStream:
         n = int_field(spec, KIND, "max_nodes", 3, MAX_NODES)
         self.max_nodes = n
         self.batch_max = int_field(spec, KIND, "batch_max", 1, MAX_BATCH)
-        self.snap_every = int_field({"snap": spec.get("snap", 16)}, KIND, "snap", 1, 1 << 30)
+        self.snap_every = int_field({"snap": spec.get("snap", 16)}, KIND, "snap", 1, MAX_SNAP)
         self.fold = int_field({"fold": spec.get("fold", 0)}, KIND, "fold", 0, MAX_FOLD)
         rate_bound = spec.get("rate_bound", False)
         if rate_bound is not True and rate_bound is not False:
@@ -138,7 +174,7 @@ class PHDStream:
         self.lam_num = 6 * den * factor
         self.lam_den = num
         check_scale(KIND + " split test", self.lam_num, self.lam_den)
-        self.delta = _ceil_div(self.lam_num * LN2_NUM, self.lam_den * LN2_DEN)
+        self.delta = _bias(self.lam_num, self.lam_den)
         self.theta = 0
         # counter noise scales, rationals over num (ε_c = ε/2)
         if counter == "simple":
@@ -264,7 +300,8 @@ class PHDStream:
                 raise ReadingError("phdstream channel %d must be an integer, got %r" % (i, xi))
         nb = self.nb
         if nb >= self.batch_max:
-            self.refused_events += 1
+            if self.refused_events < MAX_COUNT:
+                self.refused_events += 1
             return
         rem = self.rem
         span = self.span
@@ -404,7 +441,8 @@ class PHDStream:
                         kid[v] = pool.take(self)
                         if kid[v] == 0:
                             split = False  # pool full: cap-and-refuse
-                            self.refused_splits += 1
+                            if self.refused_splits < MAX_COUNT:
+                                self.refused_splits += 1
             if split:
                 bits[head >> 3] |= 1 << (head & 7)
                 # partition the segment by the code bit of level dep + 1:

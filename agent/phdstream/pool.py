@@ -5,9 +5,10 @@ Children come in pairs (kid[v], kid[v] + 1). A pair comes from the free list
 node) or else from the never-used tail; when both are empty the split is
 refused (cap-and-refuse). So at most ``max_nodes`` nodes are ever live.
 
-Fold rule (spec field ``fold`` = K, 0 = off): a node that has been a visited
-leaf of T(t) with children in the pool for K consecutive steps is folded at
-the end of the step. Its strict descendants go back to the free list, and
+Fold rule (spec field ``fold`` = K, 0 = off): a node with children in the
+pool that has been visited as a leaf of T(t) K times, with no split in
+between (the streak changes only when the node is visited), is folded at the
+end of the step, before the step's Cd pass. Its strict descendants go back to the free list, and
 their mass stays at v: Off(v) += Cd(v), Cd(v) = 0, so G(v) = floor(Ca) + Cn +
 Off + Cd and every ancestor's G are unchanged. ``idle[v]`` counts the streak
 (reset when v splits or folds, so it never passes K <= 255). The rule reads
