@@ -279,9 +279,8 @@ def _jsonable(o):
 @click.option("--max-events", default=None, type=click.IntRange(1, 2 ** 22),
               help="phdstream: public bound on events per window (e.g. a fixed sample rate): the batch holds N "
                    "and the guarantee is the full --epsilon over streams that respect it. Without it a quarter "
-                   "of the RAM beyond the runtime overhead goes to the batch and, under --relation add-remove, "
-                   "the mechanism runs at epsilon/2 (an overflowing window costs twice; under replace it costs "
-                   "once: full epsilon).")
+                   "of the RAM beyond the runtime overhead goes to the batch and the mechanism runs at "
+                   "epsilon/2 (an overflowing window costs twice).")
 @click.option("--snap", default=16, show_default=True, type=click.IntRange(1, 2 ** 30),
               help="phdstream: a full snapshot rides with every S-th frame (a host that missed frames resyncs "
                    "there).")

@@ -186,15 +186,15 @@ def test_rate_bound_budget_and_config_ids(frames):
         Merge("phdstream").add([parse_frame(frames[0])[0].mechs[0]])
 
 
-def test_replace_neighbours_double_lam_and_spend_p_eps():
+def test_replace_neighbours_double_lam_and_spend_twice_p_eps():
     cfg = config()
-    cfg["relation"], cfg["epsilon"] = "replace", cfg["mechanisms"][0]["eps"]
+    cfg["relation"] = "replace"  # a replaced reading may move between two full windows: 2 p.eps
     fr = run(cfg, stream(1, windows=3), device="cam-r")
     assert entry(fr[0])["p"]["lam"] == [12, 2]  # 6 factor / eps
     s = es.assemble(fr).summary()
-    assert s["epsilon"] == "2" and s["relation"] == "replace" and s["rate_bound"] is None
-    with pytest.raises(SchemaError, match="under replace neighbours it must equal p.eps"):
-        parse_frame(_reframe(fr[0], lambda p: p.update(eps=[4, 1])))
+    assert s["epsilon"] == "4" and s["relation"] == "replace" and s["rate_bound"] is False
+    with pytest.raises(SchemaError, match="neither p.eps"):
+        parse_frame(_reframe(fr[0], lambda p: p.update(eps=[6, 1])))
 
 
 def test_a_restarted_device_stream_is_refused(frames):

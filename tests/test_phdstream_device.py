@@ -361,7 +361,7 @@ def test_protocol_names_budget_scales():
     assert m.budget() == (8, 1)                                  # 2 eps: a refused event can swap
     assert PHDStream(spec(rate_bound=True)).budget() == (4, 1)
     two = PHDStream(spec(), 2)
-    assert two.budget() == (4, 1) and PHDStream(spec(rate_bound=True), 2).budget() == (4, 1)
+    assert two.budget() == (8, 1) and PHDStream(spec(rate_bound=True), 2).budget() == (4, 1)  # replace too
     assert (two.lam_num, two.lam_den, two.c_num) == (2 * m.lam_num, m.lam_den, 2 * m.c_num)
     assert two.delta == -(-(two.lam_num * 1143) // (two.lam_den * 1649))
     with pytest.raises(ConfigError):

@@ -247,11 +247,10 @@ class PHDStream:
     # ------------------------------------------------------------ agent protocol
     def budget(self):
         """(numerator, denominator) of the ε this state spends per event over
-        the whole stream: ε, or 2ε under add/remove neighbours without
-        ``rate_bound`` (a refused event can swap for a displaced one). Under
-        replace neighbours (factor 2) a full batch refuses the same positions
-        in both streams, so it is ε."""
-        if self.rate_bound or self.factor != 1:
+        the whole stream: ε with ``rate_bound``, else 2ε: a refused event can
+        swap for a displaced one, and under replace neighbours a reading that
+        moves to another window changes two full windows by a swap each."""
+        if self.rate_bound:
             return self.eps_num, self.eps_den
         return 2 * self.eps_num, self.eps_den
 

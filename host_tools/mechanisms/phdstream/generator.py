@@ -362,7 +362,7 @@ def build(merges, windows, force_sum=False):
         "epsilon": str(Fraction(merges.eps[0], merges.eps[1])),
         "mechanism_epsilon": str(Fraction(*first.budget)),
         "noise_epsilon": str(Fraction(*p.eps)),
-        "rate_bound": first.rate_bound if p.factor == 1 else None,
+        "rate_bound": first.rate_bound,
         "relation": merges.relation,
         "privacy_unit": "one event (an insertion or a deletion), over the whole stream",
         "devices": merges.sorted_devices(),

@@ -146,9 +146,9 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
     rate_bound = max_events is not None
     if rate_bound and not 1 <= max_events <= MAX_BATCH:
         raise InputError("--max-events must be in [1, %d], got %d" % (MAX_BATCH, max_events))
-    # the mechanism's eps: its budget() is 2 eps when a full batch may cost twice
-    # (add/remove neighbours without a rate bound), else eps
-    m_eps = eps if rate_bound or relation != "add-remove" else eps / 2
+    # the mechanism's eps: its budget() is 2 eps unless a rate bound rules out a
+    # full batch (a refused event may swap for a displaced one)
+    m_eps = eps if rate_bound else eps / 2
     if m_eps.denominator > MAX_EPS_DEN:
         raise InputError("epsilon %s halves to %s, whose denominator exceeds 10**6; round epsilon or give "
                          "--max-events" % (eps, m_eps))
@@ -193,9 +193,6 @@ def plan_phdstream(lo, hi, eps, ram, names=None, op_name="op", depth=None, count
     if rate_bound:
         guarantee = ("epsilon %s per event over the whole stream, for streams whose windows hold at most %d events "
                      "(--max-events)" % (eps, batch))
-    elif m_eps == eps:  # replace neighbours: an overflowing window changes one event, not two
-        guarantee = ("epsilon %s per event over the whole stream (replace neighbours: a window past %d events "
-                     "refuses the rest at no extra cost, so the mechanism runs at the full epsilon)" % (eps, batch))
     else:
         guarantee = ("epsilon %s per event over the whole stream; a window past %d events refuses the rest, so the "
                      "mechanism runs at epsilon/2 (--max-events states a public bound instead)" % (eps, batch))

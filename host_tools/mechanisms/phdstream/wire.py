@@ -270,18 +270,17 @@ class PHDStreamState:
     def bind_budget(self, eps):
         """Check the frame's ``eps`` (num, den) against this entry, the only
         mechanism of its frame: the per-event p.eps when the deployment is
-        rate-bound (or under replace neighbours), else twice it (a full batch
-        can swap a refused event for a displaced one; docs/mechanisms/phdstream.md,
+        rate-bound, else twice it (a full batch can swap a refused event for a
+        displaced one; docs/mechanisms/phdstream.md,
         "Privacy argument", 4). SchemaError otherwise."""
         num, den = self.params.eps
         if eps[0] * den == num * eps[1]:
             self.budget = (num, den)
-        elif eps[0] * den == 2 * num * eps[1] and self.params.factor == 1:
+        elif eps[0] * den == 2 * num * eps[1]:
             self.budget = (2 * num, den)
         else:
-            raise SchemaError("phdstream frame eps %d/%d is neither p.eps %d/%d (a rate bound) nor twice it%s"
-                              % (eps[0], eps[1], num, den, "" if self.params.factor == 1 else
-                                 " (under replace neighbours it must equal p.eps)"))
+            raise SchemaError("phdstream frame eps %d/%d is neither p.eps %d/%d (a rate bound) nor twice it"
+                              % (eps[0], eps[1], num, den))
 
     @property
     def rate_bound(self):
