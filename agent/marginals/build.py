@@ -1,0 +1,132 @@
+"""Construction phase of the marginals state: validate the public spec,
+allocate every group total once and draw its noise before any record
+(privacy rule 2).
+"""
+from array import array
+
+from ..errors import ConfigError
+from ..spec import MAX_CHANNELS, MAX_Q, check_scale, fill_noise, int_field, int_list, known_fields, names_field
+
+KIND = "marginals"
+MAX_SIZE = 1 << 12        # cells of one column, its "other" cell included
+MAX_WAY = 3               # columns of one marginal
+MAX_MARGINALS = 256       # every 1- and 2-way marginal of 16 columns is 136
+MAX_CELLS = 1 << 16       # cells of one marginal: group ids fit uint16, cell indices stay small ints
+MAX_COUNTERS = 1 << 22    # group totals of the whole state
+SPEC_KEYS = ("kind", "names", "sizes", "cols", "groups", "q", "sigma")
+
+
+def setup(m, spec, factor):
+    """Fill Marginals object ``m`` from ``spec``: fields, zeroed totals, update plan."""
+    parse(m, spec, factor)
+    m.tabs = [array("i", range(g)) for g in m.ngroups]  # exact-size int32 arrays, overwritten by the noise
+    m.cell = [0] * m.d  # the record's clamped cell indices, reused by every update
+    plan = []
+    for w in range(len(m.cols)):
+        cols = m.cols[w]
+        terms = []
+        stride = 1
+        for k in range(len(cols) - 1, -1, -1):  # C order: the last column varies fastest
+            terms.append((cols[k], stride))
+            stride *= m.sizes[cols[k]]
+        plan.append((tuple(terms), m.groups[w], m.tabs[w]))
+    m.plan = tuple(plan)
+
+
+def parse(m, spec, factor):
+    """Validate ``spec`` and set the public fields of ``m`` (no totals)."""
+    known_fields(spec, KIND, SPEC_KEYS)
+    sizes = spec.get("sizes")
+    if not isinstance(sizes, list) or not 1 <= len(sizes) <= MAX_CHANNELS:
+        raise ConfigError("marginals.sizes must list 1..%d column sizes" % MAX_CHANNELS)
+    d = len(sizes)
+    m.sizes = tuple(int_list(spec, KIND, "sizes", d, 2, MAX_SIZE))
+    m.names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])
+    cols = spec.get("cols")
+    if not isinstance(cols, list) or not 1 <= len(cols) <= MAX_MARGINALS:
+        raise ConfigError("marginals.cols must list 1..%d marginals" % MAX_MARGINALS)
+    n = len(cols)
+    m.cols = []
+    m.cells = []
+    for w in range(n):
+        c = cols[w]
+        if not isinstance(c, list) or not 1 <= len(c) <= MAX_WAY:
+            raise ConfigError("marginals.cols[%d] must list 1..%d column indices" % (w, MAX_WAY))
+        cells = 1
+        for k in range(len(c)):
+            i = c[k]
+            if not isinstance(i, int) or isinstance(i, bool) or i < 0 or i >= d or (k and i <= c[k - 1]):
+                raise ConfigError("marginals.cols[%d] must list increasing column indices in [0, %d)" % (w, d))
+            cells *= m.sizes[i]
+        if cells > MAX_CELLS:
+            raise ConfigError("marginals.cols[%d] has %d cells, more than %d" % (w, cells, MAX_CELLS))
+        for v in range(w):
+            if m.cols[v] == tuple(c):
+                raise ConfigError("marginals.cols[%d] repeats marginal %d" % (w, v))
+        m.cols.append(tuple(c))
+        m.cells.append(cells)
+    m.groups, m.ngroups = _groups(spec.get("groups"), m.cells)
+    total = 0
+    for g in m.ngroups:
+        total += g
+    if total > MAX_COUNTERS:
+        raise ConfigError("marginals needs %d group totals, more than any device holds" % total)
+    m.q = int_field(spec, KIND, "q", 1, MAX_Q)
+    m.sigma = int_list(spec, KIND, "sigma", n, 1, MAX_Q)
+    m.d, m.factor = d, factor
+    m.name_bytes = [s.encode() for s in m.names]
+
+
+def _groups(groups, cells):
+    """(per marginal: None or array('H') of cell -> group, per marginal: G).
+
+    ``groups`` is absent (every marginal ungrouped) or one entry per
+    marginal: null (ungrouped: every cell its own group) or a list of one
+    group id per cell, ids 0..G-1 each used at least once (a public
+    partition: disjoint groups covering the marginal)."""
+    n = len(cells)
+    if groups is None:
+        return [None] * n, list(cells)
+    if not isinstance(groups, list) or len(groups) != n:
+        raise ConfigError("marginals.groups must list %d entries (null or a list of group ids)" % n)
+    out, counts = [], []
+    for w in range(n):
+        g = groups[w]
+        if g is None:
+            out.append(None)
+            counts.append(cells[w])
+            continue
+        if not isinstance(g, list) or len(g) != cells[w]:
+            raise ConfigError("marginals.groups[%d] must list one group id per cell (%d)" % (w, cells[w]))
+        top = -1
+        for v in g:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v >= cells[w]:
+                raise ConfigError("marginals.groups[%d] must hold integers in [0, %d)" % (w, cells[w]))
+            if v > top:
+                top = v
+        seen = bytearray(top + 1)
+        for v in g:
+            seen[v] = 1
+        for v in range(top + 1):
+            if not seen[v]:
+                raise ConfigError("marginals.groups[%d]: group %d has no cell (ids must run over 0..%d)"
+                                  % (w, v, top))
+        out.append(array("H", g))
+        counts.append(top + 1)
+    return out, counts
+
+
+def draw_noise(m, rng):
+    """Noise every group total, in wire order: marginal by marginal, group 0 to G-1.
+
+    One record adds 1 to exactly one group total of each marginal (groups
+    are disjoint and cover the cells; an out-of-domain index goes to the
+    "other" cell), so marginal w's totals have l1 sensitivity ``factor``:
+    discrete Laplace of scale factor * q / sigma_w makes them
+    (sigma_w / q)-DP, and the marginals compose to sum(sigma) / q.
+    """
+    num = m.factor * m.q
+    for p in m.sigma:
+        check_scale(KIND, num, p)
+    for w in range(len(m.tabs)):
+        fill_noise(m.tabs[w], rng, num, m.sigma[w])
