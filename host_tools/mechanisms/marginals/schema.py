@@ -1,0 +1,176 @@
+"""The public schema of a table: each column's name and public domain
+(docs/mechanisms/marginals.md, "Device state").
+
+    {"columns": [{"name": "site", "values": ["A", "B"]},
+                 {"name": "hour", "values": [0, 1, 2]},
+                 {"name": "temp", "bounds": [-40, 60], "bins": 20}]}
+
+A categorical column (``values``: strings, integers or finite floats, all
+distinct, also as strings) has len(values) + 1 cells; a binned column
+(``bounds`` [lo, hi], ``bins`` k) has k + 1 cells: bin b holds
+lo + b*w <= x < lo + (b+1)*w with w = (hi - lo) / k, and x = hi is in bin k-1.
+The last cell of every column is the reserved "other" cell: a value outside
+the domain (an unknown category, a number outside [lo, hi], NaN, a missing
+value) is counted there, never dropped.
+
+Decoding draws a categorical cell's value, or a uniform number inside a bin;
+the "other" cell decodes to the sentinel OTHER_CATEGORY (None) in a
+categorical column and OTHER_NUMBER (NaN) in a binned one: both are
+pandas' missing values, and both encode back to "other".
+
+The schema is public: it must come from domain knowledge, never from the data.
+"""
+import math
+
+import numpy as np
+
+from edgesynth.agent.marginals.build import MAX_SIZE
+from edgesynth.agent.spec import MAX_CHANNELS
+from edgesynth.errors import InputError
+
+OTHER_CATEGORY = None
+OTHER_NUMBER = float("nan")
+MAX_NAME = 64
+
+
+class Schema:
+    """Public column domains. ``names`` (list of str), ``sizes`` (list of
+    int: cells per column, "other" included), ``columns`` (the checked JSON
+    entries)."""
+
+    def __init__(self, columns):
+        self.columns = columns
+        self.names = [c["name"] for c in columns]
+        self.sizes = [len(c["values"]) + 1 if "values" in c else c["bins"] + 1 for c in columns]
+        self._lookup = [_lookup(c["values"]) if "values" in c else None for c in columns]
+
+    @classmethod
+    def from_json(cls, obj):
+        """The schema of ``obj`` (a dict as above); InputError naming the
+        column and field when it is malformed."""
+        if not isinstance(obj, dict) or set(obj) != {"columns"}:
+            raise InputError('a schema is an object with one key, "columns"')
+        cols = obj["columns"]
+        if not isinstance(cols, list) or not 1 <= len(cols) <= MAX_CHANNELS:
+            raise InputError("schema.columns must list 1..%d columns" % MAX_CHANNELS)
+        out, seen = [], set()
+        for i, c in enumerate(cols):
+            col = _column(i, c)
+            if col["name"] in seen:
+                raise InputError("schema column %d: name %r is used twice" % (i, col["name"]))
+            seen.add(col["name"])
+            out.append(col)
+        return cls(out)
+
+    def to_json(self):
+        """The JSON-ready schema (as from_json accepts it)."""
+        return {"columns": [dict(c) for c in self.columns]}
+
+    def encode_column(self, i, values):
+        """Cell indices (int64 array) of column ``i`` for ``values`` (any 1-D
+        sequence); a value outside the domain gets the "other" cell."""
+        other = self.sizes[i] - 1
+        col = self.columns[i]
+        if "values" in col:
+            lookup = self._lookup[i]
+            return np.fromiter((lookup.get(_key(v), other) for v in _as_list(values)), dtype=np.int64)
+        lo, hi = col["bounds"]
+        k = col["bins"]
+        x = _as_numbers(values)
+        with np.errstate(invalid="ignore"):
+            inside = (x >= lo) & (x <= hi)  # False for NaN
+            b = np.floor((np.where(inside, x, lo) - lo) * (k / (hi - lo)))
+        b = np.clip(b, 0, k - 1).astype(np.int64)  # x = hi (and rounding just below it) in the last bin
+        return np.where(inside, b, other)
+
+    def decode_column(self, i, cells, rng):
+        """Values of column ``i`` for the cell indices ``cells``: a
+        categorical column's values (object array; OTHER_CATEGORY for
+        "other"), or a binned column's numbers drawn uniformly inside their
+        bins with ``rng`` (float64 array; OTHER_NUMBER for "other")."""
+        cells = np.asarray(cells, dtype=np.int64)
+        if cells.size and (cells.min() < 0 or cells.max() >= self.sizes[i]):
+            raise InputError("column %s has cells 0..%d" % (self.names[i], self.sizes[i] - 1))
+        col = self.columns[i]
+        if "values" in col:
+            table = np.empty(self.sizes[i], dtype=object)
+            table[:-1] = col["values"]
+            table[-1] = OTHER_CATEGORY
+            return table[cells]
+        lo, hi = col["bounds"]
+        k = col["bins"]
+        w = (hi - lo) / k
+        u = rng.random(cells.shape)
+        x = lo + (np.minimum(cells, k - 1) + u) * w
+        x = np.minimum(x, np.nextafter(lo + (np.minimum(cells, k - 1) + 1) * w, -np.inf))  # stay inside the bin
+        return np.where(cells == k, OTHER_NUMBER, x)
+
+
+def _column(i, c):
+    """The checked JSON entry of column ``i``."""
+    if not isinstance(c, dict):
+        raise InputError("schema column %d must be an object" % i)
+    name = c.get("name")
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME or "\x00" in name:
+        raise InputError("schema column %d: name must be a string of 1..%d characters" % (i, MAX_NAME))
+    what = "schema column %d (%s)" % (i, name)
+    keys = set(c)
+    if keys == {"name", "values"}:
+        vals = c["values"]
+        if not isinstance(vals, list) or not 1 <= len(vals) <= MAX_SIZE - 1:
+            raise InputError("%s: values must list 1..%d values" % (what, MAX_SIZE - 1))
+        for v in vals:
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)) or \
+                    (isinstance(v, float) and not math.isfinite(v)):
+                raise InputError("%s: value %r is not a string, an integer or a finite number" % (what, v))
+        if len({_key(v) for v in vals}) != len(vals):
+            raise InputError("%s: values repeat (also as strings: 1 and \"1\" are the same value)" % what)
+        return {"name": name, "values": list(vals)}
+    if keys == {"name", "bounds", "bins"}:
+        b, k = c["bounds"], c["bins"]
+        if not isinstance(b, list) or len(b) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                                        or not math.isfinite(v) for v in b) or not b[0] < b[1]:
+            raise InputError("%s: bounds must be [lo, hi], two finite numbers with lo < hi" % what)
+        if not math.isfinite(float(b[1]) - float(b[0])):
+            raise InputError("%s: hi - lo overflows a double" % what)
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SIZE - 1:
+            raise InputError("%s: bins must be an integer in [1, %d]" % (what, MAX_SIZE - 1))
+        return {"name": name, "bounds": [float(b[0]), float(b[1])], "bins": k}
+    raise InputError('%s must have "values", or "bounds" and "bins" (got keys %s)' % (what, ", ".join(sorted(keys))))
+
+
+def _key(v):
+    """The lookup key of a value: its text, so that a CSV's "3" matches the
+    schema's 3 (an integral float matches its integer: 3.0 is "3"). A
+    missing value (None, NaN) has the key None, which no value has."""
+    if v is None or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
+        return None
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
+        return str(int(v))
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        return str(int(v))
+    return str(v)
+
+
+def _lookup(values):
+    return {_key(v): j for j, v in enumerate(values)}
+
+
+def _as_list(values):
+    if hasattr(values, "tolist"):
+        return values.tolist()
+    return list(values)
+
+
+def _as_numbers(values):
+    """float64 array of ``values``; an entry that is not a number is NaN."""
+    try:
+        return np.asarray(values, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        out = np.empty(len(values))
+        for j, v in enumerate(_as_list(values)):
+            try:
+                out[j] = float(v)
+            except (TypeError, ValueError):
+                out[j] = np.nan
+        return out
