@@ -1,0 +1,135 @@
+"""Host view of a marginals state: strict schema check of the decoded map, the
+Measurements it carries, merge (docs/mechanisms/marginals.md, "Wire map").
+
+First slice: not yet in the mechanism registry, so frames do not reach it;
+``MarginalsState.from_payload`` takes the decoded map of one state.
+"""
+import math
+
+import numpy as np
+
+from edgesynth.agent.marginals.build import MAX_CELLS, MAX_COUNTERS, MAX_MARGINALS, MAX_SIZE, MAX_WAY
+from edgesynth.agent.spec import MAX_CHANNELS, MAX_Q
+from edgesynth.errors import SchemaError
+from edgesynth.mechanisms.marginals.measure import Measurement
+from edgesynth.noise import check_scale, dlap_variance
+
+KIND = "marginals"
+KEYS = ("budget", "cols", "groups", "kind", "names", "q", "sigma", "sizes", "totals")
+
+
+def _is_int(x, lo, hi):
+    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
+
+
+class MarginalsState:
+    """Decoded marginals. ``names``, ``sizes`` (cells per column, "other"
+    included), ``cols`` (tuple per marginal), ``groups`` (int32 cell -> group
+    array per marginal, arange when ungrouped), ``grouped`` (bool per
+    marginal: the frame carried a partition), ``totals`` (float64 noisy
+    group totals per marginal), ``q``, ``sigma`` (marginal w spends
+    sigma[w] / q of epsilon), ``factor``, ``var`` (float64 noise variance of
+    one group total per marginal; adds on merge), ``frames``."""
+
+    kind = KIND
+
+    @classmethod
+    def from_payload(cls, m, factor):
+        """The state of the decoded map ``m`` of a device whose neighbouring
+        relation scales noise by ``factor``; SchemaError naming the field."""
+        if not isinstance(m, dict) or sorted(m) != list(KEYS):
+            raise SchemaError("marginals keys %s differ from %s" % (sorted(m) if isinstance(m, dict) else m,
+                                                                    list(KEYS)))
+        if m["kind"] != KIND:
+            raise SchemaError("marginals.kind must be %r" % KIND)
+        s = cls()
+        sizes = m["sizes"]
+        if not isinstance(sizes, list) or not 1 <= len(sizes) <= MAX_CHANNELS or \
+                not all(_is_int(x, 2, MAX_SIZE) for x in sizes):
+            raise SchemaError("marginals.sizes must list 1..%d integers in [2, %d]" % (MAX_CHANNELS, MAX_SIZE))
+        d = len(sizes)
+        names = m["names"]
+        if not isinstance(names, list) or len(names) != d or \
+                not all(isinstance(x, str) and 0 < len(x) <= 64 for x in names) or len(set(names)) != d:
+            raise SchemaError("marginals.names must list %d distinct short strings" % d)
+        cols = m["cols"]
+        if not isinstance(cols, list) or not 1 <= len(cols) <= MAX_MARGINALS:
+            raise SchemaError("marginals.cols must list 1..%d marginals" % MAX_MARGINALS)
+        s.cols = []
+        for w, c in enumerate(cols):
+            if not isinstance(c, list) or not 1 <= len(c) <= MAX_WAY or \
+                    not all(_is_int(i, 0, d - 1) for i in c) or c != sorted(set(c)):
+                raise SchemaError("marginals.cols[%d] must list 1..%d increasing column indices below %d"
+                                  % (w, MAX_WAY, d))
+            if tuple(c) in s.cols:
+                raise SchemaError("marginals.cols[%d] repeats a marginal" % w)
+            if math.prod(sizes[i] for i in c) > MAX_CELLS:
+                raise SchemaError("marginals.cols[%d] has more than %d cells" % (w, MAX_CELLS))
+            s.cols.append(tuple(c))
+        n = len(s.cols)
+        q = m["q"]
+        if not _is_int(q, 1, MAX_Q):
+            raise SchemaError("marginals.q must be an integer in [1, 2**48]")
+        sigma = m["sigma"]
+        if not isinstance(sigma, list) or len(sigma) != n or not all(_is_int(p, 1, MAX_Q) for p in sigma):
+            raise SchemaError("marginals.sigma must list %d integers in [1, 2**48]" % n)
+        if m["budget"] != [sum(sigma), q]:
+            raise SchemaError("marginals.budget does not equal [sum(sigma), q]")
+        for w, p in enumerate(sigma):
+            check_scale("marginals marginal %d", factor * q, p, w)
+        groups = m["groups"]
+        if not isinstance(groups, list) or len(groups) != n:
+            raise SchemaError("marginals.groups must list %d entries (nil or a bin)" % n)
+        s.groups, s.grouped, ngroups = [], [], []
+        for w, g in enumerate(groups):
+            cells = math.prod(sizes[i] for i in s.cols[w])
+            if g is None:
+                s.groups.append(np.arange(cells, dtype=np.int32))
+                s.grouped.append(False)
+                ngroups.append(cells)
+                continue
+            if not isinstance(g, bytes) or len(g) != 2 * cells:
+                raise SchemaError("marginals.groups[%d] must be nil or a bin of %d bytes" % (w, 2 * cells))
+            lab = np.frombuffer(g, dtype="<u2").astype(np.int32)
+            G = int(lab.max()) + 1
+            if np.bincount(lab, minlength=G).min() == 0:
+                raise SchemaError("marginals.groups[%d]: group ids must run over 0..%d, each used" % (w, G - 1))
+            s.groups.append(lab)
+            s.grouped.append(True)
+            ngroups.append(G)
+        total = sum(ngroups)
+        if total > MAX_COUNTERS:
+            raise SchemaError("marginals state claims more than %d group totals" % MAX_COUNTERS)
+        b = m["totals"]
+        if not isinstance(b, bytes) or len(b) != 4 * total:
+            raise SchemaError("marginals.totals must be a bin of %d bytes" % (4 * total))
+        flat = np.frombuffer(b, dtype="<i4").astype(np.float64)
+        cuts = np.cumsum([0] + ngroups)
+        s.totals = [flat[cuts[w]:cuts[w + 1]].copy() for w in range(n)]
+        s.names, s.sizes, s.q, s.sigma, s.factor = list(names), list(sizes), q, list(sigma), factor
+        s.budget = (sum(sigma), q)
+        s.var = np.array([dlap_variance(factor * q, p) for p in sigma])
+        s.frames = 1
+        return s
+
+    def measurements(self):
+        """One Measurement per marginal (the M2 model's input)."""
+        return [Measurement(c, g, y, v) for c, g, y, v in zip(self.cols, self.groups, self.totals, self.var)]
+
+    def same_config(self, other):
+        """True when ``other`` was released under the same public config
+        (then the two merge)."""
+        return (self.names, self.sizes, self.cols, self.q, self.sigma, self.factor) == \
+            (other.names, other.sizes, other.cols, other.q, other.sigma, other.factor) and \
+            all(np.array_equal(a, b) for a, b in zip(self.groups, other.groups))
+
+    def accumulate(self, other):
+        """Add the totals of ``other`` (the same config, over disjoint
+        records: parallel composition) into this state, in place; the
+        noise variances add."""
+        if not self.same_config(other):
+            raise SchemaError("marginals states of different configs do not merge")
+        for a, b in zip(self.totals, other.totals):
+            a += b
+        self.var = self.var + other.var
+        self.frames += other.frames
