@@ -1,0 +1,69 @@
+"""Cross-runtime vector of the marginals device state (tests/test_marginals_device.py).
+
+    PYTHONPATH=<repo> python tests/mp/marginals_vector.py
+    MICROPYPATH=<repo>:.frozen micropython tests/mp/marginals_vector.py
+
+Builds a fixed spec (three columns, 1- and 2-way marginals, one partitioned)
+with a fixed seed, feeds it a deterministic stream of cell indices (some out
+of range, so the "other" cells count), the updates under
+``micropython.heap_lock()`` on MicroPython (no allocation per update), and
+prints the encoded map as hex. The output must be identical on every runtime.
+"""
+import binascii
+
+try:
+    import micropython
+except ImportError:
+    micropython = None
+
+from agent.marginals import Marginals
+from agent.msgpack_out import Encoder
+from firmware_shims.drbg import seeded_source
+
+SPEC = {"kind": "marginals", "names": ["site", "hour", "temp"], "sizes": [3, 5, 4],
+        "cols": [[0], [1], [2], [0, 1], [0, 2], [1, 2]],
+        "groups": [None, None, None, None, [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 4], None],
+        "q": 1 << 20, "sigma": [1 << 15, 1 << 16, 1 << 16, 1 << 17, 1 << 17, (1 << 20) - (5 << 15) - (1 << 18)]}
+N = 500
+
+
+def lcg(x):
+    """One step of x -> (1021 x + 12345) mod 2**20; intermediates stay < 2**30."""
+    return (1021 * x + 12345) & 0xFFFFF
+
+
+def main():
+    m = Marginals(SPEC)
+    m.draw_noise(seeded_source(b"marginals-vector"))
+    rows = []
+    x = 7
+    for _ in range(64):
+        r = []
+        for s in (3, 5, 4):
+            x = lcg(x)
+            r.append(x % (s + 2) - 1)  # -1 and s are out of range: the "other" cell
+        rows.append(tuple(r))
+    up = m.update
+    n = 0
+    if micropython is not None:
+        micropython.heap_lock()
+    try:
+        while n < N:
+            up(rows[n & 63])
+            n += 1
+    finally:
+        if micropython is not None:
+            micropython.heap_unlock()
+    m.prepare_release()
+    out = bytearray()
+
+    def sink(buf, k):
+        out.extend(buf[:k] if k != len(buf) else buf)
+
+    enc = Encoder()
+    enc.reset(sink)
+    m.encode(enc)
+    print(binascii.hexlify(bytes(out)).decode())
+
+
+main()

