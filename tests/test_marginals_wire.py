@@ -1,0 +1,170 @@
+"""The marginals wire decoder and planner (host_tools/mechanisms/marginals/
+wire.py, plan.py): device map -> Measurements, exact variances, strict
+schema checks, merging, the exact budget split and the planner's refusals."""
+import math
+from fractions import Fraction
+
+import msgpack
+import numpy as np
+import pytest
+
+from edgesynth.agent.marginals import Marginals
+from edgesynth.agent.msgpack_out import Encoder
+from edgesynth.errors import InputError, SchemaError
+from edgesynth.firmware_shims.drbg import seeded_source
+from edgesynth.mechanisms.marginals.plan import candidates, plan_marginals, split_sqrt
+from edgesynth.mechanisms.marginals.schema import Schema
+from edgesynth.mechanisms.marginals.wire import MarginalsState
+
+SCHEMA = Schema.from_json({"columns": [{"name": "site", "values": ["A", "B", "C"]},
+                                       {"name": "hour", "values": list(range(6))},
+                                       {"name": "temp", "bounds": [0, 10], "bins": 4}]})
+
+
+def device(spec, seed=b"wire", rows=(), factor=1):
+    m = Marginals(spec, factor)
+    m.draw_noise(seeded_source(seed))
+    for r in rows:
+        m.update(r)
+    return m
+
+
+def payload(m):
+    """The decoded msgpack map the device writes for ``m``."""
+    out = bytearray()
+    enc = Encoder()
+    enc.reset(lambda buf, n: out.extend(bytes(buf[:n])))
+    m.prepare_release()
+    m.encode(enc)
+    return msgpack.unpackb(bytes(out), raw=False)
+
+
+def planned(**kw):
+    return plan_marginals(SCHEMA, Fraction(1), **kw)["mechanisms"][0]
+
+
+def records(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(0, k, size=n) for k in SCHEMA.sizes], axis=1)
+
+
+def dlap_var_by_pmf(b):
+    """Variance of discrete Laplace of scale b summed from its pmf."""
+    a = math.exp(-1 / b)
+    x = np.arange(1, int(60 * b) + 60)
+    return 2 * ((1 - a) / (1 + a)) * float(np.sum(x.astype(float) ** 2 * a ** x))
+
+
+def test_measurements_carry_the_device_totals_groups_and_exact_variance():
+    part = {(0, 2): [0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 5, 5, 5]}   # 4 x 5 cells of site x temp
+    spec = planned(partitions=part)
+    rows = [tuple(r) for r in records(300).tolist()]
+    m = device(spec, rows=rows)
+    state = MarginalsState.from_payload(payload(m), 1)
+    ms = state.measurements()
+    assert [x.cols for x in ms] == candidates(3)
+    for w, x in enumerate(ms):
+        x.check(SCHEMA.sizes)
+        assert np.array_equal(x.y, np.array(m.tabs[w], dtype=float))
+        g = part.get(x.cols)
+        assert np.array_equal(x.groups, np.arange(len(x.groups)) if g is None else g)
+        b = spec["q"] / spec["sigma"][w]
+        assert x.var == pytest.approx(dlap_var_by_pmf(b), rel=1e-9)
+
+
+def test_decoded_totals_minus_noise_are_the_true_group_counts():
+    """End to end from a table: schema encode -> device -> frame map -> Measurements."""
+    part = {(1, 2): [i % 7 for i in range(35)]}
+    spec = planned(partitions=part)
+    rng = np.random.default_rng(5)
+    table = {"site": rng.choice(["A", "B", "C", "Z"], 500), "hour": rng.integers(0, 8, 500),
+             "temp": rng.uniform(-2, 12, 500)}
+    cells = np.stack([SCHEMA.encode_column(i, table[n]) for i, n in enumerate(SCHEMA.names)], axis=1)
+    noise = MarginalsState.from_payload(payload(device(spec)), 1).measurements()
+    got = MarginalsState.from_payload(payload(device(spec, rows=[tuple(r) for r in cells.tolist()])), 1)
+    for x, z in zip(got.measurements(), noise):
+        idx = np.ravel_multi_index(tuple(cells[:, c] for c in x.cols), tuple(SCHEMA.sizes[c] for c in x.cols))
+        true = np.bincount(x.groups[idx], minlength=len(x.y))
+        assert np.array_equal(x.y - z.y, true)
+        assert x.group_sums(np.bincount(idx, minlength=len(x.groups))).tolist() == true.tolist()
+
+
+def test_merge_adds_totals_and_variances():
+    spec = planned()
+    a = MarginalsState.from_payload(payload(device(spec, seed=b"a")), 1)
+    b = MarginalsState.from_payload(payload(device(spec, seed=b"b")), 1)
+    ya = [t.copy() for t in a.totals]
+    a.accumulate(b)
+    assert all(np.array_equal(s, p + q) for s, p, q in zip(a.totals, ya, b.totals))
+    assert np.allclose(a.var, 2 * b.var) and a.frames == 2
+    other = MarginalsState.from_payload(payload(device(planned(partitions={(0,): [0, 0, 1, 1]}))), 1)
+    with pytest.raises(SchemaError, match="different configs"):
+        a.accumulate(other)
+
+
+def _broken(change):
+    m = payload(device(planned(partitions={(0, 1): [i // 4 for i in range(28)]})))
+    change(m)
+    return m
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: m.pop("q"), "keys"),
+    (lambda m: m.update(kind="cdf"), "kind must be"),
+    (lambda m: m.update(budget=[1, 1]), "budget does not equal"),
+    (lambda m: m.update(totals=m["totals"][:-4]), "totals must be a bin of"),
+    (lambda m: m["cols"].__setitem__(3, [1, 0]), "cols[3] must list"),
+    (lambda m: m["cols"].__setitem__(1, [0]), "cols[1] repeats"),
+    (lambda m: m["groups"].__setitem__(3, b"\x00\x00" * 27 + b"\x09\x00"), "group ids must run over 0..9"),
+    (lambda m: m["groups"].__setitem__(3, b"\x00\x00"), "nil or a bin of 56 bytes"),
+    (lambda m: m.update(sizes=[4, 7, 1]), "sizes must list"),
+    (lambda m: m.update(names=["a", "a", "b"]), "distinct"),
+    (lambda m: m.update(sigma=m["sigma"][:-1]), "sigma must list 6"),
+    (lambda m: m.update(q=1 << 47, budget=[sum(m["sigma"]), 1 << 47]), "exceeds 2**22"),
+])
+def test_decode_is_strict(change, words):
+    with pytest.raises(SchemaError) as e:
+        MarginalsState.from_payload(_broken(change), 1)
+    assert words in str(e.value)
+
+
+@pytest.mark.parametrize("eps", [Fraction(1), Fraction(1, 3), Fraction(3, 10), Fraction(7, 1000), Fraction(3)])
+def test_budget_split_is_exact_and_follows_sqrt_of_groups(eps):
+    part = {(1, 2): [i % 3 for i in range(35)]}
+    cfg = plan_marginals(SCHEMA, eps, partitions=part)
+    m = cfg["mechanisms"][0]
+    q, sigma = m["q"], m["sigma"]
+    assert Fraction(sum(sigma), q) == eps == Fraction(*cfg["epsilon"])
+    # sensitivity 1 per marginal over scale q / sigma_w, summed: the budget again, exactly
+    assert sum(Fraction(1) / Fraction(q, s) for s in sigma) == eps
+    groups = [math.prod(SCHEMA.sizes[i] for i in c) for c in m["cols"]]
+    groups[-1] = 3
+    ideal = [(sum(sigma) - len(sigma)) * math.sqrt(g) / sum(math.sqrt(h) for h in groups) for g in groups]
+    assert all(abs(s - 1 - x) <= 1 + 1e-6 * x for s, x in zip(sigma, ideal))
+    Marginals(m)   # the device accepts the planned entry
+
+
+def test_split_sqrt_is_integer_exact():
+    assert split_sqrt(10, [1, 4, 4]) == [2, 4, 4]
+    assert sum(split_sqrt((1 << 20) + 5, [3, 7, 1000, 65536])) == (1 << 20) + 5
+    with pytest.raises(InputError):
+        split_sqrt(2, [1, 1, 1])
+
+
+def test_planner_refusals_are_clear():
+    with pytest.raises(InputError, match=r"needs 1\d\d\d bytes .*--ram gives 1000"):
+        plan_marginals(SCHEMA, Fraction(1), ram=1000)
+    wide = Schema.from_json({"columns": [{"name": "a", "bounds": [0, 1], "bins": 300},
+                                         {"name": "b", "bounds": [0, 1], "bins": 300}]})
+    with pytest.raises(InputError, match="the marginal of a x b has 90601 cells"):
+        plan_marginals(wide, Fraction(1))
+    with pytest.raises(InputError, match="noise scale above 2\\*\\*22"):
+        plan_marginals(SCHEMA, Fraction(1, 10 ** 6))
+    with pytest.raises(InputError, match="not measured"):
+        plan_marginals(SCHEMA, Fraction(1), marginals=[(0,), (1,)], partitions={(2,): [0, 0, 0, 0, 0]})
+    with pytest.raises(InputError, match="ids 0..G-1 each used"):
+        plan_marginals(SCHEMA, Fraction(1), partitions={(2,): [0, 0, 2, 2, 2]})
+    with pytest.raises(InputError, match="c runtime only"):
+        plan_marginals(SCHEMA, Fraction(1), runtime="micropython")
+    cfg = plan_marginals(SCHEMA, Fraction(1), ram=65536)
+    assert cfg["plan"]["counter_bytes"] == 4 * cfg["plan"]["group_totals"]
