@@ -54,6 +54,8 @@ FUNCTION_LEVEL = {
                                           "(a seeded source never interns its names)",
     (AGENT + ".cdf", AGENT + ".cdf.build"): UNLOAD,
     (AGENT + ".cdf", AGENT + ".cdf.release"): RELEASE,
+    (AGENT + ".marginals", AGENT + ".marginals.build"): UNLOAD,
+    (AGENT + ".marginals", AGENT + ".marginals.release"): RELEASE,
     (AGENT + ".profile", AGENT + ".profile.build"): UNLOAD,
     (AGENT + ".profile", AGENT + ".profile.release"): RELEASE,
     (AGENT + ".device", AGENT + ".spec"): UNLOAD,
