@@ -1,6 +1,7 @@
 """The marginals device state (agent/marginals/): noise at birth, exact
 counting through public partitions, the "other" cell, sensitivity, spec
 errors, and byte-identical state on the MicroPython unix port."""
+import hashlib
 import math
 import os
 import shutil
@@ -164,6 +165,16 @@ def _vector(cmd, env_key):
     return r.stdout
 
 
+# sha256 of tests/mp/marginals_vector.py's output: the state map is a wire format,
+# a change to its bytes (order of draws, keys, encoding) must be deliberate
+GOLDEN = "53b9e21ac735bc638c8c47b8a4786ca97766d299c18314c64c8e0e2fa0fa4882"
+
+
+def test_golden_state_map():
+    out = _vector([sys.executable], "PYTHONPATH")
+    assert hashlib.sha256(out.encode()).hexdigest() == GOLDEN
+
+
 def test_micropython_state_equals_cpython_byte_for_byte():
     """The same spec, seed and records encode to the same bytes on the
     MicroPython unix port (updates under heap_lock: no allocation) as on CPython."""
@@ -173,3 +184,36 @@ def test_micropython_state_equals_cpython_byte_for_byte():
     cp = _vector([sys.executable], "PYTHONPATH")
     mp = _vector([exe, "-X", "heapsize=256wK"], "MICROPYPATH")
     assert len(cp) > 200 and mp == cp
+
+
+def _released_first_total(records, seeds):
+    """Total 0 of a partitioned marginal (cells 0, 1 -> group 0; 2, 3 -> group 1), scale 1, per seed."""
+    sp = {"kind": "marginals", "sizes": [4], "cols": [[0]], "groups": [[0, 0, 1, 1]], "q": 1, "sigma": [1]}
+    out = np.empty(len(seeds), dtype=np.int64)
+    for k, seed in enumerate(seeds):
+        out[k] = state(sp, seed=seed, rows=records).tabs[0][0]
+    return out
+
+
+def test_empirical_dp_audit_one_record_added():
+    """Frames of D and of D plus one record (its cell shares a group with D's
+    record), over independent seeds: the empirical privacy loss at every
+    well-sampled output value stays within eps = 1, and the same audit sees
+    the loss of two records added (about 2), so it has the power to catch a
+    mechanism whose noise is too small for its stated budget."""
+    n = 15000
+    d = [(1,), (3,), (3,)]
+    y0 = _released_first_total(d, [b"D%d" % k for k in range(n)])
+    y1 = _released_first_total(d + [(0,)], [b"E%d" % k for k in range(n)])
+    y2 = _released_first_total(d + [(0,), (0,)], [b"F%d" % k for k in range(n)])
+
+    def loss(a, b):
+        worst = 0.0
+        for v in range(-10, 12):
+            na, nb = int(np.sum(a == v)), int(np.sum(b == v))
+            if min(na, nb) >= 400:   # log-ratio standard error <= sqrt(2/400) = 0.07
+                worst = max(worst, abs(math.log(na / nb)) - 4 * math.sqrt(1 / na + 1 / nb))
+        return worst
+
+    assert loss(y0, y1) <= 1.0
+    assert loss(y0, y2) > 1.0
