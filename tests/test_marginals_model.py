@@ -74,7 +74,7 @@ def test_partitioned_measurement_shape_comes_from_other_measurements():
     assert np.allclose(ms[2].group_sums(m.total * m.joint()), sums, atol=0.05)
     uniform = (sums / np.bincount(groups))[groups] / n
     assert tv_tables(m.joint(), P) < 1e-4
-    assert tv_tables(uniform, P) > 0.05
+    assert tv_tables(uniform, P) > 0.3  # 0.37
 
 
 def test_noisy_partitioned_group_totals_are_kept_not_clipped():
