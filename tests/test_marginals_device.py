@@ -129,6 +129,7 @@ def test_sealed_state_refuses_updates():
 @pytest.mark.parametrize("change, words", [
     ({"colz": [[0]]}, "no field 'colz'"),
     ({"sizes": [3, 1, 4]}, "sizes[1]"),
+    ({"names": ["a", "b", "a"]}, "names must be distinct: 'a' repeats"),
     ({"cols": [[1, 0]]}, "cols[0] must list increasing"),
     ({"cols": [[0], [0]], "sigma": [1, 1]}, "cols[1] repeats marginal 0"),
     ({"cols": [[0, 1, 2, 0]]}, "cols[0] must list 1..3"),

@@ -42,6 +42,9 @@ def parse(m, spec, factor):
     d = len(sizes)
     m.sizes = tuple(int_list(spec, KIND, "sizes", d, 2, MAX_SIZE))
     m.names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])
+    for i in range(1, d):
+        if m.names[i] in m.names[:i]:
+            raise ConfigError("marginals.names must be distinct: %r repeats" % m.names[i])
     cols = spec.get("cols")
     if not isinstance(cols, list) or not 1 <= len(cols) <= MAX_MARGINALS:
         raise ConfigError("marginals.cols must list 1..%d marginals" % MAX_MARGINALS)
