@@ -196,3 +196,26 @@ def test_first_slice_end_to_end_beats_independent_columns():
         got.append(tv(cells, model.sample(n, np.random.default_rng(1)), SCHEMA.sizes, 2)[0])
     assert got[1] < base / 5, (got, base)
     assert got[2] < got[0]
+
+
+def _objects(v):
+    if isinstance(v, dict):
+        return 1 + sum(1 + _objects(x) for x in v.values())
+    if isinstance(v, list):
+        return 1 + sum(_objects(x) for x in v)
+    return 1
+
+
+def test_max_objects_is_the_largest_legal_map():
+    """256 three-way marginals of 16 two-cell columns, every one partitioned."""
+    from itertools import combinations
+
+    from edgesynth.mechanisms.marginals.wire import MAX_OBJECTS
+
+    cols = [list(c) for c in combinations(range(16), 3)][:256]
+    q = 1 << 20
+    spec = {"kind": "marginals", "sizes": [2] * 16, "cols": cols, "groups": [[0] * 4 + [1] * 4] * 256,
+            "q": q, "sigma": [q // 256] * 256}
+    m = payload(device(spec))
+    assert _objects(m) == MAX_OBJECTS
+    assert len(MarginalsState.from_payload(m, 1).measurements()) == 256

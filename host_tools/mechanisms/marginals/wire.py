@@ -16,6 +16,11 @@ from edgesynth.noise import check_scale, dlap_variance
 
 KIND = "marginals"
 KEYS = ("budget", "cols", "groups", "kind", "names", "q", "sigma", "sizes", "totals")
+# Objects of the largest legal map, for frames.MAX_OBJECTS once registered: the
+# map, its keys and values, budget's pair, MAX_MARGINALS column arrays of up to
+# MAX_WAY indices, one groups entry and one sigma per marginal, names and
+# sizes of MAX_CHANNELS columns.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 2 + MAX_MARGINALS * (1 + MAX_WAY) + 2 * MAX_MARGINALS + 2 * MAX_CHANNELS
 
 
 def _is_int(x, lo, hi):
