@@ -125,3 +125,20 @@ def test_errors_are_clear():
         Measurement((1, 0), [0, 1], [1.0, 2.0], 1.0)
     with pytest.raises(InputError, match="domain"):
         tv([[0, 2]], [[0, 0]], (2, 2), 1)
+
+
+def test_to_table_writes_the_schema_values_back():
+    from edgesynth.mechanisms.marginals.model import to_table
+    from edgesynth.mechanisms.marginals.schema import Schema
+
+    schema = Schema.from_json({"columns": [{"name": "site", "values": ["A", "B"]},
+                                           {"name": "temp", "bounds": [-40, 60], "bins": 20}]})
+    cells = np.array([[0, 0], [1, 19], [2, 20], [1, 7]])
+    t = to_table(schema, cells, np.random.default_rng(0))
+    assert list(t.columns) == ["site", "temp"]
+    assert t.site.tolist()[:2] == ["A", "B"] and t.site.isna().tolist() == [False, False, True, False]
+    temp = t.temp.to_numpy()
+    assert -40 <= temp[0] < -35 and 55 <= temp[1] <= 60 and np.isnan(temp[2]) and -5 <= temp[3] < 0
+    # encoding the written values gives the cells back ("other" included)
+    again = np.stack([schema.encode_column(i, t[n].tolist()) for i, n in enumerate(schema.names)], axis=1)
+    assert np.array_equal(again, cells)

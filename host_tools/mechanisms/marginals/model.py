@@ -180,3 +180,17 @@ def fit(sizes, measurements, iters=500, seed=0, tol=1e-9):
         if step <= tol * max(loss, 1e-300):
             break
     return Model(sizes, log_p, total, loss, done)
+
+
+def to_table(schema, cells, rng):
+    """Synthetic records as a pandas DataFrame with the schema's column names
+    and values: ``cells`` (int array (n, d), as ``Model.sample`` gives) decoded
+    column by column with ``schema.decode_column`` (a categorical value, or a
+    number drawn uniformly inside its bin with ``rng``; the "other" cell is
+    the schema's missing-value sentinel)."""
+    import pandas as pd
+
+    cells = np.asarray(cells, dtype=np.int64)
+    if cells.ndim != 2 or cells.shape[1] != len(schema.sizes):
+        raise InputError("records need %d columns of cell indices" % len(schema.sizes))
+    return pd.DataFrame({name: schema.decode_column(i, cells[:, i], rng) for i, name in enumerate(schema.names)})
