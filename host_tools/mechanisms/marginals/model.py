@@ -121,7 +121,8 @@ def fit(sizes, measurements, iters=500, seed=0, tol=1e-9):
     cells = math.prod(sizes)
     if cells > MAX_CELLS:
         raise InputError("the joint domain has %d cells (%s), above the %d that full-joint inference holds; "
-                         "junction-tree inference for larger schemas is not built yet"
+                         "a larger schema needs a sparser set of marginals and junction-tree inference "
+                         "(not built yet)"
                          % (cells, "x".join(map(str, sizes)), MAX_CELLS))
     if not measurements:
         raise InputError("fitting a model needs at least one measurement")
@@ -161,7 +162,9 @@ def fit(sizes, measurements, iters=500, seed=0, tol=1e-9):
         return log_p, mu, loss, grad
 
     log_p, mu, loss, grad = evaluate(theta)
-    # the curvature of L in theta is about total**2 / var: start below its inverse
+    # a step of alpha * r / var in theta moves a cell's count by about
+    # total * p * alpha * r / var: at alpha = var / total, by at most the
+    # residual r itself; the line search adapts from there
     alpha = min(m.var for m in measurements) / total
     done = 0
     for done in range(1, int(iters) + 1):
