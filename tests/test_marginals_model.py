@@ -8,7 +8,7 @@ import pytest
 from edgesynth.errors import InputError
 from edgesynth.evaluation.table_metrics import tv
 from edgesynth.mechanisms.marginals.measure import Measurement
-from edgesynth.mechanisms.marginals.model import MAX_CELLS, fit
+from edgesynth.mechanisms.marginals.model import MAX_CELLS, clique_sums, clique_total, fit
 
 SIZES = (3, 4, 5, 2)
 CHAIN = [(0, 1), (1, 2), (2, 3)]
@@ -100,6 +100,21 @@ def test_sample_rounds_each_cell_and_matches_marginals():
         assert tv_tables(emp, p) <= 0.5 * float(np.sum(4 * np.sqrt(p * (1 - p) / n)))
     # rows are shuffled: the first half and the second half look alike
     assert tv(rows[: n // 2], rows[n // 2:], SIZES, 1)[1] < 0.03
+
+
+def test_peeled_clique_sums_and_totals_equal_the_direct_ones():
+    rng = np.random.default_rng(6)
+    sizes = (2, 3, 4, 2, 3)
+    p = rng.random(sizes)
+    axes = tuple(range(5))
+    cliques = [(0, 1), (0, 3), (1, 2, 4), (2, 3), (3,), (0, 2, 4), (1, 4)]
+    got = clique_sums(p, axes, cliques, sizes)
+    for c in cliques:
+        assert np.allclose(got[c], p.sum(axis=tuple(i for i in axes if i not in c)))
+    assert np.array_equal(clique_sums(p, axes, [axes], sizes)[axes], p)
+    theta = {c: rng.normal(size=[sizes[i] for i in c]) for c in cliques}
+    direct = sum(t.reshape([sizes[i] if i in c else 1 for i in axes]) for c, t in theta.items())
+    assert np.allclose(clique_total(theta, axes, sizes), direct)
 
 
 def test_tv_against_hand_computed_values():

@@ -49,6 +49,52 @@ def _cliques(measurements):
     return maximal, owner
 
 
+def _peel(cols, cliques, sizes):
+    """The column to take out first: in the fewest cliques, then the largest
+    (the array left after summing it out is the smallest)."""
+    return min(cols, key=lambda v: (sum(v in c for c in cliques), -sizes[v], v))
+
+
+def clique_sums(p, cols, cliques, sizes):
+    """{clique: marginal of p on it} for an array ``p`` over the sorted
+    columns ``cols`` and cliques (sorted tuples) inside them. The cliques
+    through one column are reduced from p; the others from p summed over
+    that column, recursively, so that all C(d, 2) pairs cost about d passes
+    over the joint instead of C(d, 2)."""
+    if not cliques:
+        return {}
+    v = _peel(cols, cliques, sizes)
+    out = {c: np.einsum(p, list(cols), list(c)) for c in cliques if v in c}
+    rest = [c for c in cliques if v not in c]
+    if rest:
+        k = cols.index(v)
+        out.update(clique_sums(p.sum(axis=k), cols[:k] + cols[k + 1:], rest, sizes))
+    return out
+
+
+def clique_total(theta, cols, sizes):
+    """sum over cliques c of theta[c] broadcast over the sorted columns
+    ``cols`` (theta: {clique: array}), built the same way round as
+    clique_sums: the cliques without the peeled column on a smaller array,
+    broadcast once."""
+    shape = [sizes[i] for i in cols]
+    cliques = list(theta)
+    if not cliques:
+        return np.zeros(shape)
+    v = _peel(cols, cliques, sizes)
+    k = cols.index(v)
+    rest = {c: t for c, t in theta.items() if v not in c}
+    if rest:
+        inner = clique_total(rest, cols[:k] + cols[k + 1:], sizes)
+        out = np.broadcast_to(np.expand_dims(inner, k), shape).copy()
+    else:
+        out = np.zeros(shape)
+    for c, t in theta.items():
+        if v in c:
+            out += t.reshape([sizes[i] if i in c else 1 for i in cols])
+    return out
+
+
 class Model:
     """A fitted graphical model over d columns with public domain ``sizes``.
 
@@ -133,24 +179,21 @@ def fit(sizes, measurements, iters=500, seed=0, tol=1e-9):
     total = estimate_total(measurements)
     d = len(sizes)
     maximal, owner = _cliques(measurements)
-    axes = list(range(d))
+    axes = tuple(range(d))
     # a measurement's axes inside its clique's marginal (both sorted)
     inner = [tuple(i for i, c in enumerate(maximal[o]) if c not in m.cols) for m, o in zip(measurements, owner)]
-    bshape = [tuple(sizes[i] if i in c else 1 for i in range(d)) for c in maximal]
     theta = [np.zeros([sizes[i] for i in c]) for c in maximal]
 
     def evaluate(theta):
         """(log p, clique marginals in counts, L, dL/dmu per clique)."""
-        logits = np.zeros(sizes)
-        for t, b in zip(theta, bshape):
-            logits += t.reshape(b)
+        logits = clique_total(dict(zip(maximal, theta)), axes, sizes)
         logits -= logits.max()
         p = np.exp(logits)
         z = p.sum()
         p /= z
         log_p = logits - math.log(z)
-        # einsum reduces to a clique's axes about 3x faster than sum(axis=...)
-        mu = [total * np.einsum(p, axes, list(c)) for c in maximal]
+        sums = clique_sums(p, axes, maximal, sizes)
+        mu = [total * sums[c] for c in maximal]
         loss = 0.0
         grad = [np.zeros_like(t) for t in theta]
         for m, o, ax in zip(measurements, owner, inner):
