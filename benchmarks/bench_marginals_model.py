@@ -4,7 +4,7 @@ the graphical model fitted (edgesynth.mechanisms.marginals.model.fit) and
 sampled; average and max 2-way and 3-way total variation against the real
 table (edgesynth.evaluation.table_metrics.tv), fit time and peak RSS.
 
-    python3 benchmarks/bench_marginals_model.py            # ~3 min: both tables, 3 seeds, 300 steps
+    python3 benchmarks/bench_marginals_model.py            # ~1 min: both tables, 3 seeds, 300 steps
     python3 benchmarks/bench_marginals_model.py --quick    # ~30 s: cps1988, 1 seed
 
 The device is simulated, not run: each of the C(d, 2) marginals gets eps /
