@@ -5,7 +5,8 @@ sampled; average and max 2-way and 3-way total variation against the real
 table (edgesynth.evaluation.table_metrics.tv), fit time and peak RSS.
 
     python3 benchmarks/bench_marginals_model.py            # ~1 min: both tables, 3 seeds, 300 steps
-    python3 benchmarks/bench_marginals_model.py --quick    # ~30 s: cps1988, 1 seed
+    python3 benchmarks/bench_marginals_model.py --quick    # ~10 s: cps1988, 1 seed
+    python3 benchmarks/bench_marginals_model.py --limit    # ~10 s: memory and time at MAX_CELLS
 
 The device is simulated, not run: each of the C(d, 2) marginals gets eps /
 C(d, 2) (one record changes one cell of each marginal by 1 under add/remove,
@@ -139,16 +140,41 @@ def run(name, eps, seeds, iters):
                                        f[0, 2], f[-1, 3]))
 
 
+def limit_run(steps=5):
+    """Memory and time at the full-joint limit: 6 columns of 16x16x16x16x16x4
+    = 2**22 cells, all 15 pairs measured (Poisson(50) totals, variance 100:
+    only the cost is of interest), ``steps`` mirror-descent steps, then
+    100,000 records sampled."""
+    from edgesynth.mechanisms.marginals.model import MAX_CELLS
+    sizes = (16, 16, 16, 16, 16, 4)
+    assert math.prod(sizes) == MAX_CELLS
+    rng = np.random.default_rng(0)
+    ms = [Measurement.ungrouped(c, rng.poisson(50, sizes[c[0]] * sizes[c[1]]).astype(float), 100.0)
+          for c in itertools.combinations(range(6), 2)]
+    rss0 = rss_mib()
+    t0 = time.perf_counter()
+    model = fit(sizes, ms, iters=steps)
+    dt = time.perf_counter() - t0
+    rss1 = rss_mib()
+    model.sample(100000, rng)
+    print("\n### full-joint limit: %d cells, 15 pairs\n\nfit: %.2f s per step (%d steps); peak RSS %.0f MiB before, "
+          "%.0f MiB after the fit, %.0f MiB after sampling 100,000 records"
+          % (MAX_CELLS, dt / model.iters, model.iters, rss0, rss1, rss_mib()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="cps1988 only, one seed")
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--iters", type=int, default=300, help="mirror-descent steps at most")
+    ap.add_argument("--limit", action="store_true", help="only the cost at MAX_CELLS (synthetic measurements)")
     a = ap.parse_args()
     info = common.machine_info()
     print("command: %s\nmachine: %s, %s cores, python %s, numpy %s; load %s; commit %s"
           % (common.command_line(), info["cpu"], info["cores"], info["python"], info["numpy"], info["loadavg"],
              info["commit"]))
+    if a.limit:
+        return limit_run()
     for name in (["cps1988"] if a.quick else list(TABLES)):
         run(name, a.eps, [0] if a.quick else [0, 1, 2], a.iters)
 

@@ -24,8 +24,8 @@ import numpy as np
 from edgesynth.errors import InputError
 
 # Full-joint inference holds a few float64 arrays of prod(sizes) cells (32 MiB
-# each at 2**22): measured there, the fit peaks 133 MiB above the process and
-# sampling 229 MiB (docs/mechanisms/marginals.md, Host algorithms).
+# each at 2**22): measured there, the fit peaks 130 MiB above the process and
+# sampling 226 MiB (docs/mechanisms/marginals.md, Host algorithms).
 MAX_CELLS = 1 << 22
 
 
