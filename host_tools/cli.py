@@ -287,8 +287,8 @@ def _jsonable(o):
 @click.option("--op-name", default="op", show_default=True,
               help="phdstream: name of the op column (+1 insert, -1 delete) in the device's readings.")
 @click.option("--fold", default=None, type=click.IntRange(0, 255),
-              help="phdstream: fold-pruning: a node that stays a leaf K steps gives its subtree back to the pool "
-                   "(0: off; default 8 when the pool cannot hold the whole tree, else off).")
+              help="phdstream: fold-pruning: a node visited K times as a leaf (no split between) gives its "
+                   "subtree back to the pool (0: off; default 8 when the pool cannot hold the whole tree, else off).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Config file to write (JSON); '-' for stdout (the summary then goes to stderr).")
@@ -333,7 +333,7 @@ def _plan_line(m, p, output):
         return ("wrote %s: phdstream depth %d, %s counter, pool of %d nodes%s, batch of %d events; arrays %d B, "
                 "expected peak %d B of %d B\n  guarantee: %s"
                 % (output, m["depth"], p["counter"], m["max_nodes"],
-                   " (fold after %d steps a leaf)" % m["fold"] if m.get("fold") else "", m["batch_max"],
+                   " (fold after %d visits as a leaf)" % m["fold"] if m.get("fold") else "", m["batch_max"],
                    p["counter_bytes"], p["expected_peak_bytes"], p["ram_bytes"], p["guarantee"]))
     if m["kind"] == "cdf":
         line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (

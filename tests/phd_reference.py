@@ -96,7 +96,7 @@ class DensePHD:
         self.sat = sat
         self.cn = {v: 0 for v in self.G}                          # saturated sum of v's increments
         self.off = {v: 0 for v in self.G}                         # folded mass (fold-pruning)
-        self.fold = fold                                          # K: fold after K steps a leaf (0 off)
+        self.fold = fold                                          # K: fold after K visits as a leaf (0 off)
         self.idle = {}                                            # leaf streaks of union nodes
 
     def clamp(self, x):

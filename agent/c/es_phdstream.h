@@ -25,7 +25,7 @@ extern "C" {
  * the counter scales) is computed here exactly as agent/phdstream does. */
 typedef struct {
     uint8_t d, depth, counter;     /* channels 1..8; max depth D 1..28; ES_PHD_* */
-    uint8_t fold;                  /* fold-pruning after K steps a leaf (0 = off) */
+    uint8_t fold;                  /* fold-pruning after K visits as a leaf (0 = off) */
     uint32_t block, horizon;       /* Block-B size (or 0); tree horizon T_h, a power of 2 (or 0) */
     uint32_t max_nodes, batch_max, snap;
     uint64_t eps_num, eps_den;     /* the per-event epsilon of the mechanism */

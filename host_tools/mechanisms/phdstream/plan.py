@@ -52,7 +52,7 @@ NODE_BYTES = 40           # Cn, Cd, kid, 6 queue slots, the leaf increment: 10 i
 BLOCK_NODE_BYTES = 16     # activation count, a, s, s_last
 BATCH_SLOT_BYTES = 5      # int32 path code + op byte
 FOLD_NODE_BYTES = 5       # Off (int32) and the leaf streak (byte)
-DEFAULT_FOLD = 8          # K: steps a leaf before its subtree folds (benchmarks/bench_phdstream_fold.py)
+DEFAULT_FOLD = 8          # K: visits as a leaf before its subtree folds (benchmarks/bench_phdstream_fold.py)
 
 
 def tree_levels(horizon):
