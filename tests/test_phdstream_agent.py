@@ -1,6 +1,9 @@
 """PHDStream in the agent and in simulate: the continual agent (one state over
 every window, one step per release), windowed simulation with an op column,
 and the MicroPython runtime's frames against CPython's."""
+import sys
+from pathlib import Path
+
 import msgpack
 import numpy as np
 import pytest
@@ -12,6 +15,9 @@ from edgesynth.agent.phdstream import PHDStream
 from edgesynth.errors import InputError
 from edgesynth.frames import split_envelope
 from edgesynth.runtimes import micropython as mp_runtime
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from phd_helpers import agent_frames  # noqa: E402
 
 SEED = b"phd-agent-seed-0"
 
@@ -68,14 +74,7 @@ def test_next_window_continues_the_same_state():
     from edgesynth.agent.shims import shim
     rng = np.random.default_rng(2)
     windows = [events(rng, n) for n in (30, 0, 45)]
-    a = agent.Agent(config(), seed=SEED, epoch=10, seq=0)
-    frames = []
-    for i, ev in enumerate(windows):
-        if i:
-            a.next_window()
-        for x in ev:
-            a.update(x)
-        frames.append(a.release())
+    frames = agent_frames(agent.Agent(config(), seed=SEED, epoch=10, seq=0), windows)
     got = [p for f in frames for _, p in payloads(f)]
     assert [(p["epoch"], p["seq"], p["mechs"][0]["t"]) for p in got] == [(10, 0, 1), (11, 1, 2), (12, 2, 3)]
 

@@ -3,6 +3,9 @@ of docs/mechanisms/phdstream.md, "Host algorithms"): frames from the continual a
 the generator's steps equal a mirror fed the same payloads, ceil(G) points
 per positive leaf at the default n, resync after dropped frames, several
 devices, the generator file, the CLI's --step/--all-steps, and refusals."""
+import sys
+from pathlib import Path
+
 import msgpack
 import numpy as np
 import pytest
@@ -18,6 +21,9 @@ from edgesynth.mechanisms.phdstream import metric, mirror, wire
 from edgesynth.mechanisms.phdstream.tree import point_counts
 from edgesynth.mechanisms.privhp.growth import Leaves, leaf_cells
 from edgesynth.merge import Merge
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from phd_helpers import agent_frames  # noqa: E402
 
 SEED = b"phd-assemble-0001"
 BOX = [0, 0], [255, 127]
@@ -50,15 +56,7 @@ def stream(seed, windows=10, per=60):
 
 def run(cfg, windows, device="cam-1", seed=SEED):
     """One continual agent over ``windows``: a list of frame bytes, epoch = window index."""
-    a = agent.Agent(cfg, seed=seed, device_id=device, epoch=0, seq=0)
-    frames = []
-    for i, ev in enumerate(windows):
-        if i:
-            a.next_window()
-        for x in ev:
-            a.update(x)
-        frames.append(a.release())
-    return frames
+    return agent_frames(agent.Agent(cfg, seed=seed, device_id=device, epoch=0, seq=0), windows)
 
 
 def entry(frame):

@@ -20,6 +20,7 @@ from edgesynth.agent.phdstream import PHDStream, counters
 from edgesynth.firmware_shims.drbg import seeded_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from phd_helpers import encoded as frame  # noqa: E402
 from phd_reference import DensePHD  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,16 +66,6 @@ def stream(steps, seed=5):
                 live.append(x)
         out.append(ev)
     return out
-
-
-def frame(m):
-    chunks = []
-    enc = Encoder()
-    enc.reset(lambda buf, n: chunks.append(bytes(buf[:n])))
-    m.encode(enc)
-    data = b"".join(chunks)
-    assert len(data) == enc.n
-    return data
 
 
 def union_nodes(m):

@@ -20,7 +20,7 @@ from edgesynth.mechanisms.phdstream import mirror, tree, wire
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from phd_reference import DensePHD  # noqa: E402
-from test_phdstream_mirror import _device, _device_payload, _feed, _windows  # noqa: E402
+from test_phdstream_mirror import _device, _device_payload, _feed, _windows, check_resync_after_gaps  # noqa: E402
 
 SPEC = {"lo": [0, 0], "hi": [1000, 600], "depth": 12, "eps": [1, 1], "counter": "simple", "max_nodes": 81,
         "batch_max": 2000, "snap": 5, "fold": 2}
@@ -75,19 +75,7 @@ def test_mirror_folds_as_the_device_after_every_window(counter, extra, fold, max
 def test_mirror_resyncs_with_folds_from_a_snapshot():
     """Windows lost in a folding stream: the mirror waits for the next
     snapshot (tree, Cn, Off and streaks) and then folds in step again."""
-    spec = dict(SPEC, max_nodes=101, snap=4)
-    dev, m = _device(spec, b"fold-gap"), mirror.Mirror()
-    lost = {3, 6}
-    for events in _windows(4, 15, 100):
-        _feed(dev, events)
-        dev.step()
-        if dev.t in lost:
-            continue
-        applied = m.apply(wire.decode(_device_payload(dev)))
-        assert applied == (dev.t != 7)
-        if applied:
-            assert all(np.array_equal(a, b) for a, b in zip(m.canonical(fold=True), _device_canonical(dev)))
-    assert m.t == 15 and m.skipped == 1
+    check_resync_after_gaps(dict(SPEC, max_nodes=101, snap=4), b"fold-gap", 15, _device_canonical, fold=True)
 
 
 def test_a_snapshot_with_other_streaks_is_refused():

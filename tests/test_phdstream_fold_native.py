@@ -5,7 +5,6 @@ pairs), and the C memory is the Python state's counter_bytes."""
 import sys
 from pathlib import Path
 
-import msgpack
 import pytest
 
 from edgesynth.agent.phdstream import PHDStream
@@ -13,7 +12,7 @@ from edgesynth.firmware_shims.drbg import seeded_source
 from edgesynth.runtimes import native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_phdstream_native import COUNTERS, CState, py_payload, spec, stream  # noqa: E402
+from test_phdstream_native import COUNTERS, CState, check_payload, lockstep, spec  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not native.available(),
                                 reason="native core not built (no C compiler at install?)")
@@ -28,17 +27,8 @@ def test_c_payload_with_folds_equals_python(counter, max_nodes, fold):
     c = CState(s, b"phd-fold-native")
     assert c.mem_bytes == (m.counter_bytes() + 3) // 4 * 4
     freed = 0
-    for w, ev in enumerate(stream(14, per=60)):
-        if w:
-            c.agent.next_window()
-        for x in ev:
-            m.update(x)
-        c.update(ev)
-        m.step()
-        frame = c.release()
-        want = py_payload(m)
-        assert want in frame
-        assert msgpack.unpackb(msgpack.unpackb(frame)[2])["mechs"][0] == msgpack.unpackb(want)
+    for _, _, frame in lockstep(m, c, 14, per=60):
+        check_payload(frame, m)
         st = c.state
         assert (st.used, st.free_pair, st.refused_splits, st.t) == (m.used, m.free, m.refused_splits, m.t)
         freed += m.free != 0

@@ -5,7 +5,9 @@ windowed stream gives the same frames on the cpython, native and qemu runtimes
 (one agent over every window)."""
 import random
 import shutil
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -14,12 +16,14 @@ import pytest
 import edgesynth as es
 from edgesynth import agent, ccore
 from edgesynth.agent.errors import ConfigError, ReadingError, SealedError
-from edgesynth.agent.msgpack_out import Encoder
 from edgesynth.agent.phdstream import PHDStream
 from edgesynth.errors import InputError
 from edgesynth.firmware_shims.drbg import seeded_source
 from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.runtimes import native
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from phd_helpers import encoded as py_payload  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not native.available(),
                                 reason="native core not built (no C compiler at install?)")
@@ -56,12 +60,24 @@ def stream(steps, seed=5, first=120, per=40):
     return out
 
 
-def py_payload(m):
-    chunks = []
-    enc = Encoder()
-    enc.reset(lambda buf, n: chunks.append(bytes(buf[:n])))
-    m.encode(enc)
-    return b"".join(chunks)
+def lockstep(m, c, steps, **kw):
+    """The same windows of stream(steps, **kw) through the Python state m
+    and the C agent c, one step each: yields (index, events, C frame)."""
+    for w, ev in enumerate(stream(steps, **kw)):
+        if w:
+            c.agent.next_window()
+        for x in ev:
+            m.update(x)
+        c.update(ev)
+        m.step()
+        yield w, ev, c.release()
+
+
+def check_payload(frame, m):
+    """The C frame carries m's payload entry, byte for byte and as its only mechanism's entry."""
+    want = py_payload(m)
+    assert want in frame
+    assert msgpack.unpackb(msgpack.unpackb(frame)[2])["mechs"][0] == msgpack.unpackb(want)
 
 
 class CState:
@@ -91,17 +107,8 @@ def test_c_payload_equals_python(counter, max_nodes, batch_max, factor):
     m.draw_noise(seeded_source(b"phd-native"))
     c = CState(s, b"phd-native", factor)
     assert c.mem_bytes == (m.counter_bytes() + 3) // 4 * 4
-    for w, ev in enumerate(stream(10)):
-        if w:
-            c.agent.next_window()
-        for x in ev:
-            m.update(x)
-        c.update(ev)
-        m.step()
-        frame = c.release()
-        want = py_payload(m)
-        assert want in frame
-        assert msgpack.unpackb(msgpack.unpackb(frame)[2])["mechs"][0] == msgpack.unpackb(want)
+    for _, _, frame in lockstep(m, c, 10):
+        check_payload(frame, m)
         assert c.release() == frame  # a repeated release: the same step, the same bytes
         st = c.state
         assert (st.used, st.refused_splits, st.refused_events, st.t) == (m.used, m.refused_splits,
@@ -281,14 +288,8 @@ def test_c_step_keeps_no_segment_of_the_batch(fold):
     m = PHDStream(s)
     m.draw_noise(seeded_source(b"phd-queue"))
     c = CState(s, b"phd-queue")
-    for w, ev in enumerate(stream(6)):
-        if w:
-            c.agent.next_window()
-        for x in ev:
-            m.update(x)
-        c.update(ev)
-        m.step()
-        assert py_payload(m) in c.release()
+    for w, ev, frame in lockstep(m, c, 6):
+        assert py_payload(m) in frame
         st = c.state
         assert st.nb == 0 and st.err == 0 and st.nv > 1
         assert not any(st.codes[i] or st.signs[i] for i in range(len(ev)))

@@ -70,25 +70,17 @@ def _params(m, enc, K):
     enc.raw(K["depth"])
     enc.uint(m.depth)
     enc.raw(K["eps"])
-    enc.array(2)
-    enc.uint(m.eps_num)
-    enc.uint(m.eps_den)
+    _ratio(enc, m.eps_num, m.eps_den)
     enc.raw(K["fold"])
     enc.uint(m.fold)
     enc.raw(K["hi"])
-    enc.array(m.d)
-    for v in m.hi:
-        enc.int(v)
+    _ints(enc, m.d, m.hi)
     enc.raw(K["horizon"])
     enc.uint(m.horizon)
     enc.raw(K["lam"])
-    enc.array(2)
-    enc.uint(m.lam_num)
-    enc.uint(m.lam_den)
+    _ratio(enc, m.lam_num, m.lam_den)
     enc.raw(K["lo"])
-    enc.array(m.d)
-    for v in m.lo:
-        enc.int(v)
+    _ints(enc, m.d, m.lo)
     enc.raw(K["max_nodes"])
     enc.uint(m.max_nodes)
     enc.raw(K["names"])  # the channels' columns, not the op's (the last of m.names)
@@ -101,6 +93,20 @@ def _params(m, enc, K):
     enc.uint(m.snap_every)
     enc.raw(K["theta"])
     enc.uint(m.theta)
+
+
+def _ratio(enc, num, den):
+    """A rational parameter: the array [num, den]."""
+    enc.array(2)
+    enc.uint(num)
+    enc.uint(den)
+
+
+def _ints(enc, n, values):
+    """A corner of the box: an array of its n ints."""
+    enc.array(n)
+    for v in values:
+        enc.int(v)
 
 
 def _snapshot(m, enc, K):

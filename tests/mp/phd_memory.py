@@ -30,6 +30,20 @@ except ImportError:
     micropython = None
 
 
+def step_alloc(m, measure):
+    """What one m.step() allocated (gc off after a collection); -1 unless measure."""
+    gc.collect()
+    if not measure:
+        m.step()
+        return -1
+    gc.disable()
+    a0 = gc.mem_alloc()
+    m.step()
+    grew = gc.mem_alloc() - a0
+    gc.enable()
+    return grew
+
+
 def main(fold, pre):
     s = {"kind": "phdstream", "lo": [0, -50], "hi": [1000, 50], "depth": 12, "eps": [1, 1], "counter": "block",
          "block": 4, "max_nodes": 600, "batch_max": 4000, "snap": 4, "fold": fold}
@@ -74,16 +88,7 @@ def main(fold, pre):
     for i in range(300):
         up(rows[i & 63])
     consumed = rng.consumed
-    step_bytes = -1
-    gc.collect()
-    if measure:
-        gc.disable()
-        a0 = gc.mem_alloc()
-    m.step()
-    if measure:
-        step_bytes = gc.mem_alloc() - a0
-        gc.enable()
-    print(pre + "step_bytes %d" % step_bytes)
+    print(pre + "step_bytes %d" % step_alloc(m, measure))
     print(pre + "nv %d" % m.nv)
     print(pre + "nl %d" % m.nl)
     print(pre + "drbg_bytes %d" % (rng.consumed - consumed))
@@ -104,16 +109,7 @@ def main(fold, pre):
     m.draw_noise(Lcg())
     for i in range(300):
         up(rows[i & 63])
-    own = -1
-    gc.collect()
-    if measure:
-        gc.disable()
-        a0 = gc.mem_alloc()
-    m.step()
-    if measure:
-        own = gc.mem_alloc() - a0
-        gc.enable()
-    print(pre + "step_own_bytes %d" % own)
+    print(pre + "step_own_bytes %d" % step_alloc(m, measure))
     print(pre + "freed %d" % (1 if m.free else 0))  # folding gave pairs back (0 without it)
 
 
