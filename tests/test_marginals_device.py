@@ -119,6 +119,21 @@ def test_noise_is_drawn_at_birth_reproducibly_with_the_stated_scale():
         assert abs(z.var() / var - 1) < 0.1        # 4096 draws: the sd of var/var_hat is about 0.04
 
 
+def test_each_marginal_gets_its_own_scale():
+    """Two marginals of different shares: each table's noise has the variance of
+    its own scale factor*q/sigma_w, and those scales spend exactly budget()."""
+    q = 1 << 20
+    sp = {"kind": "marginals", "sizes": [64, 64, 8], "cols": [[0, 1], [2]], "q": q, "sigma": [q // 3, q // 12]}
+    for factor in (1, 2):
+        m = state(sp, seed=b"n4", factor=factor)
+        spent = Fraction(0)
+        for z, sigma in zip(tabs(m), sp["sigma"]):
+            var = dlap_variance(factor * q, sigma)
+            assert abs(z.var() / var - 1) < 4 * math.sqrt(2 / z.size) + 0.05  # sd of var_hat/var ~ sqrt(2/n)
+            spent += Fraction(factor, 1) / Fraction(factor * q, sigma)     # sensitivity / scale
+        assert spent == Fraction(*m.budget())
+
+
 def test_sealed_state_refuses_updates():
     m = state(spec())
     m.sealed = True

@@ -1,7 +1,9 @@
 """The marginals wire decoder and planner (host_tools/mechanisms/marginals/
 wire.py, plan.py): device map -> Measurements, exact variances, strict
 schema checks, merging, the exact budget split and the planner's refusals."""
+import itertools
 import math
+import tracemalloc
 from fractions import Fraction
 
 import msgpack
@@ -126,6 +128,24 @@ def test_decode_is_strict(change, words):
     with pytest.raises(SchemaError) as e:
         MarginalsState.from_payload(_broken(change), 1)
     assert words in str(e.value)
+
+
+def test_hostile_map_is_refused_before_it_allocates():
+    """Nil groups claim prod(sizes) cells each: 60 marginals of 256 x 256 cells
+    with no totals must be refused by the totals' length, not after building
+    15 MiB of identity maps (memory bounded by the input's size)."""
+    m = payload(device(planned()))
+    cols = [list(c) for c in itertools.combinations(range(16), 2)][:60]
+    m.update(names=["c%d" % i for i in range(16)], sizes=[256] * 16, cols=cols, sigma=[1] * 60,
+             budget=[60, m["q"]], groups=[None] * 60, totals=b"")
+    tracemalloc.start()
+    try:
+        with pytest.raises(SchemaError, match="totals must be a bin"):
+            MarginalsState.from_payload(m, 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
 
 
 @pytest.mark.parametrize("eps", [Fraction(1), Fraction(1, 3), Fraction(3, 10), Fraction(7, 1000), Fraction(3)])

@@ -88,8 +88,8 @@ class MarginalsState:
         s.groups, s.grouped, ngroups = [], [], []
         for w, g in enumerate(groups):
             cells = math.prod(sizes[i] for i in s.cols[w])
-            if g is None:
-                s.groups.append(np.arange(cells, dtype=np.int32))
+            if g is None:  # the identity map, built below once the totals bound the size
+                s.groups.append(None)
                 s.grouped.append(False)
                 ngroups.append(cells)
                 continue
@@ -108,6 +108,8 @@ class MarginalsState:
         b = m["totals"]
         if not isinstance(b, bytes) or len(b) != 4 * total:
             raise SchemaError("marginals.totals must be a bin of %d bytes" % (4 * total))
+        # the nil groups' identity maps only now: their sizes are bounded by the totals' bytes
+        s.groups = [np.arange(ngroups[w], dtype=np.int32) if g is None else g for w, g in enumerate(s.groups)]
         flat = np.frombuffer(b, dtype="<i4").astype(np.float64)
         cuts = np.cumsum([0] + ngroups)
         s.totals = [flat[cuts[w]:cuts[w + 1]].copy() for w in range(n)]
