@@ -1,0 +1,157 @@
+"""Marginals generator: the graphical model fitted to merged marginals
+states, its saved file, and synthetic tables with the schema's values
+(docs/mechanisms/marginals.md, Host algorithms). Post-processing: fitting,
+saving and sampling cost no privacy.
+
+The file holds the public schema and the fitted model's log-probabilities
+(float64, one per joint cell, at most MAX_CELLS: 32 MiB): the smallest form
+that gives identical samples everywhere. The measurements are smaller but
+would be refitted at every load, and a refit is bit-identical only with
+the same numpy build.
+"""
+import math
+from fractions import Fraction
+
+import msgpack
+import numpy as np
+
+from edgesynth.errors import InputError
+from edgesynth.genfile import read_file_map
+from edgesynth.mechanisms.marginals.model import MAX_CELLS, Model, fit, to_table
+from edgesynth.mechanisms.marginals.schema import Schema
+from edgesynth.merge import merge_releases, refuse_force_sum
+from edgesynth.ram import require_host_memory
+
+FORMAT = 1
+FILE_KIND = "edgesynth-marginals-generator"
+FILE_KEYS = {"fmt", "kind", "schema", "log_p", "total", "loss", "iters", "meta"}
+FIT_ITERS = 500
+# Host bytes per joint cell: fitting holds a few float64 joints, sampling a
+# few more (measured at 2**22 cells: fit +130 MiB, sample +226 MiB).
+BYTES_PER_CELL = 64
+MAX_TOTAL = 2.0 ** 53  # records a model may claim: round(total) stays exact
+
+
+def fit_need(sizes):
+    """Host bytes to fit or sample a model over columns of domain ``sizes``."""
+    return BYTES_PER_CELL * math.prod(sizes)
+
+
+def _what(sizes):
+    return "the marginals model over %s = %d cells" % ("x".join(map(str, sizes)), math.prod(sizes))
+
+
+class MarginalsGenerator:
+    """A fitted model over the columns of a public ``schema`` (Schema), with
+    ``meta`` (JSON-ready provenance). Samples records as cell indices
+    (``sample``) or as a table with the schema's values (``table``)."""
+
+    def __init__(self, schema, model, meta):
+        if tuple(schema.sizes) != tuple(model.sizes):
+            raise InputError("the model's domain %s is not the schema's %s" % (model.sizes, tuple(schema.sizes)))
+        self.schema = schema
+        self.model = model
+        self.meta = dict(meta)
+
+    @property
+    def names(self):
+        return list(self.schema.names)
+
+    @property
+    def d(self):
+        return len(self.schema.names)
+
+    @property
+    def integer(self):
+        """Per column: True for a categorical column whose values are all integers."""
+        return [all(isinstance(v, int) for v in c["values"]) if "values" in c else False
+                for c in self.schema.columns]
+
+    def default_rows(self):
+        """round(n_hat), the model's estimate of the number of records (from
+        the noisy totals: post-processing), at least 1."""
+        return max(1, int(round(self.model.total)))
+
+    def sample(self, n, rng):
+        """``n`` synthetic records as int64 cell indices (n, d) (model.sample)."""
+        return self.model.sample(n, rng)
+
+    def table(self, n, rng):
+        """``n`` synthetic records as a pandas DataFrame with the schema's
+        column names and values ("other" is a missing value)."""
+        return to_table(self.schema, self.sample(n, rng), rng)
+
+    def to_bytes(self):
+        return msgpack.packb({"fmt": FORMAT, "kind": FILE_KIND, "schema": self.schema.to_json(),
+                              "log_p": np.ascontiguousarray(self.model.log_p, dtype="<f8").tobytes(),
+                              "total": self.model.total, "loss": self.model.loss, "iters": self.model.iters,
+                              "meta": self.meta})
+
+    @classmethod
+    def from_bytes(cls, data, source="generator"):
+        """The generator saved in ``data``; one-line InputError naming
+        ``source`` for anything but a well-formed file of this kind."""
+        m = read_file_map(data, source, FILE_KIND, FORMAT, "marginals generator")
+        if set(m) != FILE_KEYS:
+            raise InputError("%s: a marginals generator holds the keys %s" % (source, ", ".join(sorted(FILE_KEYS))))
+        try:
+            schema = Schema.from_json(m["schema"])
+        except InputError as e:
+            raise InputError("%s: %s" % (source, e))
+        sizes = tuple(schema.sizes)
+        cells = math.prod(sizes)
+        if cells > MAX_CELLS:
+            raise InputError("%s: the schema's joint domain has %d cells, above the %d a model holds"
+                             % (source, cells, MAX_CELLS))
+        raw, total, loss, iters = m["log_p"], m["total"], m["loss"], m["iters"]
+        if not isinstance(raw, bytes) or len(raw) != 8 * cells:
+            raise InputError("%s: log_p must be %d float64 values, one per joint cell" % (source, cells))
+        if not isinstance(total, float) or not 1.0 <= total <= MAX_TOTAL:
+            raise InputError("%s: total must be a number of records in [1, 2**53]" % source)
+        if not isinstance(loss, float) or isinstance(iters, bool) or not isinstance(iters, int) or iters < 0:
+            raise InputError("%s: loss must be a float and iters a count" % source)
+        if not isinstance(m["meta"], dict):
+            raise InputError("%s: meta must be a map" % source)
+        log_p = np.frombuffer(raw, dtype="<f8").astype(np.float64).reshape(sizes)
+        if not np.all(np.isfinite(log_p)) or np.any(log_p > 0) or abs(float(np.exp(log_p).sum()) - 1.0) > 1e-6:
+            raise InputError("%s: log_p is not a log-probability table (finite, summing to 1)" % source)
+        return cls(schema, Model(sizes, log_p, total, loss, iters), m["meta"])
+
+    def summary(self):
+        return {"kind": FILE_KIND, "columns": self.names, "sizes": list(self.schema.sizes),
+                "estimated_records": self.model.total, "fit_loss": self.model.loss, "fit_iters": self.model.iters,
+                **self.meta}
+
+
+def _schema(state):
+    """The state's public schema as a Schema (the frame carries it)."""
+    s = state.schema
+    return s if isinstance(s, Schema) else Schema.from_json(s)
+
+
+def assemble_marginals(releases, force_sum=False, iters=FIT_ITERS):
+    """Marginals generator of the merged marginals state of ``releases``."""
+    return build(*merge_releases(releases, "marginals"), force_sum=force_sum, iters=iters)
+
+
+def build(merges, state, force_sum=False, iters=FIT_ITERS):
+    """Fit the model to the summed marginals ``state`` of the frames
+    ``merges`` (edgesynth.merge.Merges) folded in; a MarginalsGenerator."""
+    refuse_force_sum(force_sum, "marginals")
+    schema = _schema(state)
+    require_host_memory(fit_need(schema.sizes), "fitting " + _what(schema.sizes))
+    model = fit(schema.sizes, state.measurements(), iters=iters)
+    meta = {
+        "mechanism": "marginals",
+        "epsilon": str(Fraction(merges.eps[0], merges.eps[1])),
+        "mechanism_epsilon": str(Fraction(*state.budget)),
+        "relation": merges.relation,
+        "privacy_unit": "one record (event-level)",
+        "devices": merges.sorted_devices(),
+        "frames": merges.frames,
+        "config_id": state.config_id(),
+        "marginals": [[schema.names[i] for i in c] for c in state.cols],
+        "partitioned": int(sum(state.grouped)),
+        "noise_sd": np.sqrt(state.var).tolist(),
+    }
+    return MarginalsGenerator(schema, model, meta)
