@@ -79,7 +79,7 @@ def main():
         res = []
         for s in range(args.seeds):
             model = fit(schema.sizes, release(spec, cells, b"plan-%d" % s).measurements(), seed=0)
-            syn = model.sample(N, np.random.default_rng(s))
+            syn = model.sample(round(model.total), np.random.default_rng(s))  # n is private: the estimate
             res.append([tv(cells, syn, schema.sizes, k)[0] for k in (1, 2, 3)])
         r = np.mean(res, axis=0)
         rows.append("| %s | %d | %.4f | %.4f | %.4f |" % (label, len(spec["cols"]), r[0], r[1], r[2]))

@@ -157,3 +157,43 @@ def test_to_table_writes_the_schema_values_back():
     # encoding the written values gives the cells back ("other" included)
     again = np.stack([schema.encode_column(i, t[n].tolist()) for i, n in enumerate(schema.names)], axis=1)
     assert np.array_equal(again, cells)
+
+
+def windowed(P, ns, var, rng):
+    """Every window measures the chain's three pairs of its own n_k records,
+    Gaussian noise of variance ``var`` per cell: (measurements, window ids)."""
+    ms, ws = [], []
+    for k, n in enumerate(ns):
+        for c in CHAIN:
+            y = n * marg(P, c).ravel()
+            ms.append(Measurement.ungrouped(c, y + rng.normal(0, var ** 0.5, y.size), var))
+            ws.append(k)
+    return ms, ws
+
+
+def test_windows_recover_each_total_and_the_distribution():
+    P, ns, var = chain(3), (2000, 5000, 3000), 25.0
+    ms, ws = windowed(P, ns, var, np.random.default_rng(4))
+    m = fit(SIZES, ms, iters=2000, windows=ws)
+    # n_k's estimate: inverse-variance mean of 3 sums of G_c cells, variance 1 / sum(1 / (G_c var))
+    sd_k = (1 / sum(1 / (np.prod([SIZES[i] for i in c]) * var) for c in CHAIN)) ** 0.5
+    assert len(m.totals) == 3
+    for got, n in zip(m.totals, ns):
+        assert abs(got - n) < 4 * sd_k
+    assert m.total == pytest.approx(sum(m.totals))
+    # each pair is the sum of 3 independent noisy windows: a cell's count has sd sqrt(3 var);
+    # the fit's pooled cells must be at least that close (5 sd over all 38 cells)
+    for c in CHAIN:
+        err = np.abs(m.total * m.marginal(c) - sum(ns) * marg(P, c))
+        assert err.max() < 5 * (3 * var) ** 0.5
+    # read as one window, the three counts average instead of adding up
+    one = fit(SIZES, ms, iters=2000)
+    assert one.total < 0.5 * sum(ns) and one.totals == (one.total,)
+
+
+def test_one_window_id_is_the_single_window_fit():
+    ms, ws = windowed(chain(5), (3000,), 4.0, np.random.default_rng(6))
+    a, b = fit(SIZES, ms, iters=300), fit(SIZES, ms, iters=300, windows=[7] * len(ms))
+    assert a.total == b.total and np.array_equal(a.log_p, b.log_p)
+    with pytest.raises(InputError, match="window ids"):
+        fit(SIZES, ms, windows=[0])

@@ -13,7 +13,14 @@ cells into m's groups (the partitioned error model of the paper, Def. 9:
 a group's noisy total constrains the sum of its cells, and the shape inside
 a group comes from the other measurements, never from a uniform spread).
 L is fitted by entropic mirror descent on theta with a backtracking
-(Armijo) step. This first slice does inference on the full joint table, so
+(Armijo) step.
+
+Several windows of one stream (disjoint records, each released under its own
+budget) combine in one fit: measurement m of window k predicts n_k times the
+model's marginal, with n_k estimated from window k's measurements alone, so
+one distribution p is fitted to every window at once and a marginal measured
+in every window counts as a sum of independent noisy windows (each term
+weighted by its own noise variance). This first slice does inference on the full joint table, so
 prod(sizes) must stay at or below MAX_CELLS; junction-tree inference for
 larger domains is not built yet.
 """
@@ -100,14 +107,18 @@ class Model:
     """A fitted graphical model over d columns with public domain ``sizes``.
 
     ``log_p`` is the log-probability of every cell of the joint (shape
-    ``sizes``); ``total`` the estimated record count n_hat; ``loss`` the
-    final value of L (counts squared over variance, dimensionless).
+    ``sizes``); ``total`` the estimated record count n_hat of all windows
+    together; ``totals`` the estimated record count of each window (in the
+    order of the sorted window ids given to ``fit``; one entry for a single
+    window, equal to ``total``); ``loss`` the final value of L (counts
+    squared over variance, dimensionless).
     """
 
-    def __init__(self, sizes, log_p, total, loss=float("nan"), iters=0):
+    def __init__(self, sizes, log_p, total, loss=float("nan"), iters=0, totals=None):
         self.sizes = tuple(int(s) for s in sizes)
         self.log_p = log_p
         self.total = float(total)
+        self.totals = (self.total,) if totals is None else tuple(float(t) for t in totals)
         self.loss = float(loss)
         self.iters = int(iters)
 
@@ -152,14 +163,17 @@ class Model:
         return np.stack(np.unravel_index(flat, self.sizes), axis=1).astype(np.int64)
 
 
-def fit(sizes, measurements, iters=500, seed=0, tol=1e-9):
+def fit(sizes, measurements, iters=500, seed=0, tol=1e-9, windows=None):
     """Fit a Model over columns of public domain ``sizes`` (list of ints,
     each >= 1) to ``measurements`` (Measurement objects, checked against
     sizes). At most ``iters`` mirror-descent steps (>= 1); stops earlier when
     a step lowers L by less than ``tol`` times L. ``seed`` is accepted for
     the interface: the fit is deterministic (it starts from the uniform
-    table). InputError when prod(sizes) exceeds MAX_CELLS or nothing is
-    measured.
+    table). ``windows``: optional window id (int) of each measurement, for
+    measurements from several windows of one stream (disjoint records): each
+    window gets its own record count n_k (estimate_total of its
+    measurements) and the model's total is their sum; None is one window.
+    InputError when prod(sizes) exceeds MAX_CELLS or nothing is measured.
     """
     del seed  # deterministic: no random start
     sizes = tuple(int(s) for s in sizes)
@@ -177,7 +191,16 @@ def fit(sizes, measurements, iters=500, seed=0, tol=1e-9):
         raise InputError("iters must be >= 1, got %r" % iters)
     for m in measurements:
         m.check(sizes)
-    total = estimate_total(measurements)
+    if windows is None:
+        windows = [0] * len(measurements)
+    windows = [int(w) for w in windows]
+    if len(windows) != len(measurements):
+        raise InputError("fit got %d window ids for %d measurements" % (len(windows), len(measurements)))
+    ids = sorted(set(windows))
+    totals = [estimate_total([m for m, w in zip(measurements, windows) if w == k]) for k in ids]
+    total = sum(totals)
+    # measurement m predicts n_k * p: its share of the model's counts total * p
+    share = [totals[ids.index(w)] / total for w in windows]
     d = len(sizes)
     maximal, owner = _cliques(measurements)
     axes = tuple(range(d))
@@ -197,11 +220,11 @@ def fit(sizes, measurements, iters=500, seed=0, tol=1e-9):
         mu = [total * sums[c] for c in maximal]
         loss = 0.0
         grad = [np.zeros_like(t) for t in theta]
-        for m, o, ax in zip(measurements, owner, inner):
-            mu_m = mu[o].sum(axis=ax)
+        for m, o, ax, f in zip(measurements, owner, inner, share):
+            mu_m = f * mu[o].sum(axis=ax)
             r = m.group_sums(mu_m) - m.y
             loss += float(r @ r) / (2 * m.var)
-            g = (r / m.var)[m.groups].reshape(mu_m.shape)
+            g = (f * r / m.var)[m.groups].reshape(mu_m.shape)
             grad[o] += np.expand_dims(g, ax) if ax else g
         return log_p, mu, loss, grad
 
@@ -226,7 +249,7 @@ def fit(sizes, measurements, iters=500, seed=0, tol=1e-9):
         theta, log_p, mu, loss, grad = new, n_log_p, n_mu, n_loss, n_grad
         if step <= tol * max(loss, 1e-300):
             break
-    return Model(sizes, log_p, total, loss, done)
+    return Model(sizes, log_p, total, loss, done, totals)
 
 
 def to_table(schema, cells, rng):
