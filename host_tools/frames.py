@@ -23,8 +23,10 @@ from edgesynth.mechanisms import REGISTRY
 from edgesynth.stdio import is_stdio, label, open_input
 
 MAX_PAYLOAD = 4 * MAX_COUNTERS + (1 << 20)  # bytes: the largest state a config allows, plus room
-# The deepest legal path is payload.mechs[i].sample.keys[j]: 5 nested containers.
-MAX_NESTING = 5
+# The deepest legal path is payload.mechs[i].schema.columns[j].values (a
+# marginals state's public schema): 7 nested containers.
+MAX_NESTING = 7
+MAX_ARRAY = 4096  # items of one array: a marginals schema column's values (agent/marginals/build.py MAX_SIZE)
 # Objects of the largest legal payload: the top map (keys, values, eps's two
 # numbers) and MAX_MECHANISMS of the largest mechanism map. A payload claiming more
 # is refused before msgpack builds any of them.
@@ -149,7 +151,7 @@ def decode_payload(data):
     try:
         return msgpack.unpackb(
             data, raw=False, strict_map_key=True, use_list=True,
-            max_str_len=1024, max_bin_len=MAX_PAYLOAD, max_array_len=1024,
+            max_str_len=1024, max_bin_len=MAX_PAYLOAD, max_array_len=MAX_ARRAY,
             max_map_len=64, max_ext_len=0, ext_hook=_reject_ext,
             object_pairs_hook=_no_dup_map)
     except FrameError:

@@ -23,10 +23,18 @@ REPO = Path(__file__).resolve().parents[1]
 SIZES = [3, 5, 4]
 COLS = [[0], [1], [2], [0, 1], [0, 2], [1, 2]]
 PART = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 4]   # a public partition of the 3 x 4 cells of (0, 2)
+# a categorical, a binned and a mixed-type column: 3, 5 and 4 cells ("other" included)
+SCHEMA = {"columns": [{"name": "a", "values": ["x", "y"]}, {"name": "b", "bounds": [0, 4], "bins": 4},
+                      {"name": "c", "values": [0, 1.5, "z"]}]}
+
+
+def schema_of(sizes):
+    """A schema of categorical integer columns with these cell counts."""
+    return {"columns": [{"name": "x%d" % i, "values": list(range(s - 1))} for i, s in enumerate(sizes)]}
 
 
 def spec(groups=None, sigma=None, q=1 << 20):
-    s = {"kind": "marginals", "names": ["a", "b", "c"], "sizes": list(SIZES), "cols": [list(c) for c in COLS],
+    s = {"kind": "marginals", "schema": SCHEMA, "cols": [list(c) for c in COLS],
          "q": q, "sigma": sigma or [q // 8] * 4 + [q // 4] * 2}
     if groups is not None:
         s["groups"] = groups
@@ -52,7 +60,7 @@ def tabs(m):
 def true_groups(sp, rows):
     """Per marginal, the group of every row, computed with numpy (other cell for out-of-range)."""
     x = np.array(rows, dtype=float)
-    sizes = np.array(sp["sizes"])
+    sizes = np.array(Marginals(sp).sizes)
     ok = (x >= 0) & (x < sizes)
     cells = np.where(ok, np.floor(np.nan_to_num(x, nan=-1)), sizes - 1).astype(np.int64)
     out = []
@@ -109,7 +117,7 @@ def test_budget_is_the_exact_sum_of_sensitivity_over_scale():
 
 def test_noise_is_drawn_at_birth_reproducibly_with_the_stated_scale():
     q = 1 << 20
-    sp = {"kind": "marginals", "sizes": [64, 64], "cols": [[0, 1]], "q": q, "sigma": [q // 3]}
+    sp = {"kind": "marginals", "schema": schema_of([64, 64]), "cols": [[0, 1]], "q": q, "sigma": [q // 3]}
     a, b, c = (tabs(state(sp, seed=s))[0] for s in (b"n1", b"n1", b"n2"))
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     for factor in (1, 2):
@@ -123,7 +131,8 @@ def test_each_marginal_gets_its_own_scale():
     """Two marginals of different shares: each table's noise has the variance of
     its own scale factor*q/sigma_w, and those scales spend exactly budget()."""
     q = 1 << 20
-    sp = {"kind": "marginals", "sizes": [64, 64, 8], "cols": [[0, 1], [2]], "q": q, "sigma": [q // 3, q // 12]}
+    sp = {"kind": "marginals", "schema": schema_of([64, 64, 8]), "cols": [[0, 1], [2]], "q": q,
+          "sigma": [q // 3, q // 12]}
     for factor in (1, 2):
         m = state(sp, seed=b"n4", factor=factor)
         spent = Fraction(0)
@@ -143,8 +152,25 @@ def test_sealed_state_refuses_updates():
 
 @pytest.mark.parametrize("change, words", [
     ({"colz": [[0]]}, "no field 'colz'"),
-    ({"sizes": [3, 1, 4]}, "sizes[1]"),
-    ({"names": ["a", "b", "a"]}, "names must be distinct: 'a' repeats"),
+    ({"schema": {"columns": []}}, "schema.columns must list 1..16"),
+    ({"schema": {"columns": [{"name": "a", "values": []}]}}, "columns[0].values must list 1..4095"),
+    ({"schema": {"columns": [{"name": "a", "values": [1]}, {"name": "a", "values": [2]}]}},
+     "columns[1].name must be a new string"),
+    ({"schema": {"columns": [{"name": "a", "values": [1, "1"]}]}}, "values repeat '1'"),
+    ({"schema": {"columns": [{"name": "a", "values": [2.0, 2]}]}}, "values repeat 2"),
+    ({"schema": {"columns": [{"name": "a", "values": [1 << 31]}]}}, "outside int32"),
+    ({"schema": {"columns": [{"name": "a", "values": [float("nan")]}]}}, "is not finite"),
+    ({"schema": {"columns": [{"name": "a", "values": [True]}]}}, "must be strings, integers or finite"),
+    ({"schema": {"columns": [{"name": "a", "values": ["v" * 65]}]}}, "longer than 64"),
+    ({"schema": {"columns": [{"name": "a", "bounds": [1, 1], "bins": 2}]}}, "lo < hi"),
+    ({"schema": {"columns": [{"name": "a", "bounds": [-1e308, 1e308], "bins": 2}]}}, "finite span"),
+    ({"schema": {"columns": [{"name": "a", "bounds": [0, float("inf")], "bins": 2}]}}, "must be finite"),
+    ({"schema": {"columns": [{"name": "a", "bounds": [0, 1], "bins": 4096}]}}, "bins must be an integer in"),
+    ({"schema": {"columns": [{"name": "a", "bounds": [0, 1]}]}}, 'must hold "name" and "values"'),
+    ({"schema": {"columns": [{"name": "a" * 65, "values": [1]}]}}, "name must be a new string of 1..64"),
+    ({"schema": {"columns": [{"name": "x%d" % i, "values": list(range(4095))} for i in range(2)]}},
+     "more than 4096 values"),
+    ({"schema": {"columns": [], "extra": 1}}, 'schema must be {"columns"'),
     ({"cols": [[1, 0]]}, "cols[0] must list increasing"),
     ({"cols": [[0], [0]], "sigma": [1, 1]}, "cols[1] repeats marginal 0"),
     ({"cols": [[0, 1, 2, 0]]}, "cols[0] must list 1..3"),
@@ -164,10 +190,10 @@ def test_spec_errors_name_the_field(change, words):
 
 
 def test_too_many_cells_and_too_small_budget_are_refused():
-    big = {"kind": "marginals", "sizes": [300, 300], "cols": [[0, 1]], "q": 1, "sigma": [1]}
+    big = {"kind": "marginals", "schema": schema_of([300, 300]), "cols": [[0, 1]], "q": 1, "sigma": [1]}
     with pytest.raises(ConfigError, match="more than %d" % MAX_CELLS):
         Marginals(big)
-    tiny = {"kind": "marginals", "sizes": [2], "cols": [[0]], "q": 1 << 30, "sigma": [1]}
+    tiny = {"kind": "marginals", "schema": schema_of([2]), "cols": [[0]], "q": 1 << 30, "sigma": [1]}
     with pytest.raises(ConfigError, match="exceeds 2\\*\\*22"):
         state(tiny)
 
@@ -183,7 +209,7 @@ def _vector(cmd, env_key):
 
 # sha256 of tests/mp/marginals_vector.py's output: the state map is a wire format,
 # a change to its bytes (order of draws, keys, encoding) must be deliberate
-GOLDEN = "53b9e21ac735bc638c8c47b8a4786ca97766d299c18314c64c8e0e2fa0fa4882"
+GOLDEN = "e26d7452f09bee7151b8a925b994c7a11aa55e05d6ef140d0d42f9be028d12d9"
 
 
 def test_golden_state_map():
@@ -204,7 +230,8 @@ def test_micropython_state_equals_cpython_byte_for_byte():
 
 def _released_first_total(records, seeds):
     """Total 0 of a partitioned marginal (cells 0, 1 -> group 0; 2, 3 -> group 1), scale 1, per seed."""
-    sp = {"kind": "marginals", "sizes": [4], "cols": [[0]], "groups": [[0, 0, 1, 1]], "q": 1, "sigma": [1]}
+    sp = {"kind": "marginals", "schema": schema_of([4]), "cols": [[0]], "groups": [[0, 0, 1, 1]], "q": 1,
+          "sigma": [1]}
     out = np.empty(len(seeds), dtype=np.int64)
     for k, seed in enumerate(seeds):
         out[k] = state(sp, seed=seed, rows=records).tabs[0][0]
@@ -233,3 +260,17 @@ def test_empirical_dp_audit_one_record_added():
 
     assert loss(y0, y1) <= 1.0
     assert loss(y0, y2) > 1.0
+
+
+def test_schema_bytes_are_canonical_msgpack():
+    """The schema the frame carries (and the C core gets pre-encoded): keys
+    sorted, bounds float64 even when the config wrote ints, values as given."""
+    import msgpack
+
+    from edgesynth.agent.marginals.release import schema_bytes
+
+    want = {"columns": [{"name": "a", "values": ["x", "y"]}, {"bins": 4, "bounds": [0.0, 4.0], "name": "b"},
+                        {"name": "c", "values": [0, 1.5, "z"]}]}
+    got = schema_bytes(SCHEMA)
+    assert got == msgpack.packb(want, use_bin_type=True)
+    assert msgpack.unpackb(got)["columns"][1]["bounds"] == [0.0, 4.0] and b"\xcb" + bytes(8) in got

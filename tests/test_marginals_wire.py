@@ -119,8 +119,11 @@ def _broken(change):
     (lambda m: m["cols"].__setitem__(1, [0]), "cols[1] repeats"),
     (lambda m: m["groups"].__setitem__(3, b"\x00\x00" * 27 + b"\x09\x00"), "group ids must run over 0..9"),
     (lambda m: m["groups"].__setitem__(3, b"\x00\x00"), "nil or a bin of 56 bytes"),
-    (lambda m: m.update(sizes=[4, 7, 1]), "sizes must list"),
-    (lambda m: m.update(names=["a", "a", "b"]), "distinct"),
+    (lambda m: m.update(schema={"columns": []}), "marginals.schema: schema.columns must list 1..16"),
+    (lambda m: m["schema"]["columns"][1].update(name=m["schema"]["columns"][0]["name"]), "is used twice"),
+    (lambda m: m["schema"]["columns"][0].update(values=[1, "1"]), "values repeat"),
+    (lambda m: m["schema"]["columns"][0].update(values=[1 << 31]), "outside int32"),
+    (lambda m: m["schema"]["columns"][0].update(values=list(range(4000))), "groups[3] must be nil or a bin of 56014"),
     (lambda m: m.update(sigma=m["sigma"][:-1]), "sigma must list 6"),
     (lambda m: m.update(q=1 << 47, budget=[sum(m["sigma"]), 1 << 47]), "exceeds 2**22"),
 ])
@@ -136,7 +139,8 @@ def test_hostile_map_is_refused_before_it_allocates():
     15 MiB of identity maps (memory bounded by the input's size)."""
     m = payload(device(planned()))
     cols = [list(c) for c in itertools.combinations(range(16), 2)][:60]
-    m.update(names=["c%d" % i for i in range(16)], sizes=[256] * 16, cols=cols, sigma=[1] * 60,
+    m.update(schema={"columns": [{"name": "c%d" % i, "bounds": [0, 1], "bins": 255} for i in range(16)]},
+             cols=cols, sigma=[1] * 60,
              budget=[60, m["q"]], groups=[None] * 60, totals=b"")
     tracemalloc.start()
     try:
@@ -227,14 +231,20 @@ def _objects(v):
 
 
 def test_max_objects_is_the_largest_legal_map():
-    """256 three-way marginals of 16 two-cell columns, every one partitioned."""
+    """256 three-way marginals of 15 two-cell columns, every one partitioned,
+    and a schema of the most values (two categorical columns) and 14 binned
+    columns."""
     from itertools import combinations
 
+    from edgesynth.agent.marginals.build import MAX_VALUES
     from edgesynth.mechanisms.marginals.wire import MAX_OBJECTS
 
-    cols = [list(c) for c in combinations(range(16), 3)][:256]
+    cols = [list(c) for c in combinations(range(1, 16), 3)][:256]
     q = 1 << 20
-    spec = {"kind": "marginals", "sizes": [2] * 16, "cols": cols, "groups": [[0] * 4 + [1] * 4] * 256,
+    columns = [{"name": "big", "values": ["v%d" % i for i in range(MAX_VALUES - 1)]},
+               {"name": "one", "values": [0]}]
+    columns += [{"name": "c%d" % i, "bounds": [0, 1], "bins": 1} for i in range(14)]
+    spec = {"kind": "marginals", "schema": {"columns": columns}, "cols": cols, "groups": [[0] * 4 + [1] * 4] * 256,
             "q": q, "sigma": [q // 256] * 256}
     m = payload(device(spec))
     assert _objects(m) == MAX_OBJECTS

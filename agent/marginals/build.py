@@ -5,7 +5,7 @@ allocate every group total once and draw its noise before any record
 from array import array
 
 from ..errors import ConfigError
-from ..spec import MAX_CHANNELS, MAX_Q, check_scale, fill_noise, int_field, int_list, known_fields, names_field
+from ..spec import MAX_CHANNELS, MAX_Q, check_scale, fill_noise, int_field, int_list, known_fields, number
 
 KIND = "marginals"
 MAX_SIZE = 1 << 12        # cells of one column, its "other" cell included
@@ -13,7 +13,10 @@ MAX_WAY = 3               # columns of one marginal
 MAX_MARGINALS = 256       # every 1- and 2-way marginal of 16 columns is 136
 MAX_CELLS = 1 << 16       # cells of one marginal: group ids fit uint16, cell indices stay small ints
 MAX_COUNTERS = 1 << 22    # group totals of the whole state
-SPEC_KEYS = ("kind", "names", "sizes", "cols", "groups", "q", "sigma")
+MAX_NAME = 64             # characters of a column name or a string value
+MAX_VALUES = 1 << 12      # categorical values of the whole schema: bounds the frame's schema (< 1.1 MiB)
+INT32 = 1 << 31           # integer values lie in [-2**31, 2**31)
+SPEC_KEYS = ("kind", "schema", "cols", "groups", "q", "sigma")
 
 
 def setup(m, spec, factor):
@@ -36,15 +39,9 @@ def setup(m, spec, factor):
 def parse(m, spec, factor):
     """Validate ``spec`` and set the public fields of ``m`` (no totals)."""
     known_fields(spec, KIND, SPEC_KEYS)
-    sizes = spec.get("sizes")
-    if not isinstance(sizes, list) or not 1 <= len(sizes) <= MAX_CHANNELS:
-        raise ConfigError("marginals.sizes must list 1..%d column sizes" % MAX_CHANNELS)
-    d = len(sizes)
-    m.sizes = tuple(int_list(spec, KIND, "sizes", d, 2, MAX_SIZE))
-    m.names = names_field(spec, KIND, d, ["x%d" % i for i in range(d)])
-    for i in range(1, d):
-        if m.names[i] in m.names[:i]:
-            raise ConfigError("marginals.names must be distinct: %r repeats" % m.names[i])
+    m.schema = spec.get("schema")
+    m.names, m.sizes = schema_shape(m.schema)
+    d = len(m.sizes)
     cols = spec.get("cols")
     if not isinstance(cols, list) or not 1 <= len(cols) <= MAX_MARGINALS:
         raise ConfigError("marginals.cols must list 1..%d marginals" % MAX_MARGINALS)
@@ -77,7 +74,86 @@ def parse(m, spec, factor):
     m.q = int_field(spec, KIND, "q", 1, MAX_Q)
     m.sigma = int_list(spec, KIND, "sigma", n, 1, MAX_Q)
     m.d, m.factor = d, factor
-    m.name_bytes = [s.encode() for s in m.names]
+
+
+def schema_shape(schema):
+    """(names, sizes) of the public ``schema`` {"columns": [...]}: a column
+    {"name", "values": [...]} has len(values) + 1 cells, {"name", "bounds":
+    [lo, hi], "bins": k} has k + 1 (the last is the "other" cell). Checks
+    what the frame carries (docs/mechanisms/marginals.md, "Device state"):
+    names distinct strings of 1..MAX_NAME characters without NUL; values
+    strings of at most MAX_NAME characters, ints in int32 or finite floats,
+    distinct as text (1 and "1" repeat), at most MAX_VALUES in all; bounds
+    finite with lo < hi and a finite span; bins in [1, MAX_SIZE - 1]."""
+    if not isinstance(schema, dict) or len(schema) != 1 or not isinstance(schema.get("columns"), list):
+        raise ConfigError('marginals.schema must be {"columns": [...]}')
+    columns = schema["columns"]
+    d = len(columns)
+    if not 1 <= d <= MAX_CHANNELS:
+        raise ConfigError("marginals.schema.columns must list 1..%d columns" % MAX_CHANNELS)
+    names, sizes = [], []
+    nvalues = 0
+    for i in range(d):
+        c = columns[i]
+        what = "marginals.schema.columns[%d]" % i
+        if not isinstance(c, dict):
+            raise ConfigError("%s must be a map" % what)
+        name = c.get("name")
+        if not _short_str(name) or name in names:
+            raise ConfigError("%s.name must be a new string of 1..%d characters without NUL" % (what, MAX_NAME))
+        names.append(name)
+        if len(c) == 2 and "values" in c:
+            vals = c["values"]
+            if not isinstance(vals, list) or not 1 <= len(vals) < MAX_SIZE:
+                raise ConfigError("%s.values must list 1..%d values" % (what, MAX_SIZE - 1))
+            nvalues += len(vals)
+            if nvalues > MAX_VALUES:
+                raise ConfigError("marginals.schema holds more than %d values" % MAX_VALUES)
+            _check_values(vals, what)
+            sizes.append(len(vals) + 1)
+        elif len(c) == 3 and "bounds" in c and "bins" in c:
+            b = c["bounds"]
+            if not isinstance(b, list) or len(b) != 2:
+                raise ConfigError("%s.bounds must be [lo, hi]" % what)
+            lo = float(number(b[0], what + ".bounds[0]"))
+            hi = float(number(b[1], what + ".bounds[1]"))
+            if not lo < hi or not (hi - lo) - (hi - lo) == 0.0:
+                raise ConfigError("%s.bounds must have lo < hi and a finite span" % what)
+            sizes.append(int_field(c, what, "bins", 1, MAX_SIZE - 1) + 1)
+        else:
+            raise ConfigError('%s must hold "name" and "values", or "name", "bounds" and "bins"' % what)
+    return names, tuple(sizes)
+
+
+def _short_str(s):
+    return isinstance(s, str) and 0 < len(s) <= MAX_NAME and "\x00" not in s
+
+
+def _check_values(vals, what):
+    """Every value a string (up to MAX_NAME characters), an int32 or a finite
+    float, distinct by the text the host matches on (an integral float is
+    its integer's text)."""
+    seen = set()
+    for v in vals:
+        if isinstance(v, str):
+            if len(v) > MAX_NAME:
+                raise ConfigError("%s.values: a string longer than %d characters" % (what, MAX_NAME))
+            k = v
+        elif isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError("%s.values must be strings, integers or finite numbers" % what)
+        elif isinstance(v, int):
+            if not -INT32 <= v < INT32:
+                raise ConfigError("%s.values: integer %d is outside int32" % (what, v))
+            k = str(v)
+        elif not v - v == 0.0:
+            raise ConfigError("%s.values: %r is not finite" % (what, v))
+        elif v == int(v):
+            k = str(int(v))
+        else:
+            k = repr(v)
+        if k in seen:
+            raise ConfigError("%s.values repeat %r (also as text: 1 and \"1\" are the same value)" % (what, v))
+        seen.add(k)
 
 
 def _groups(groups, cells):

@@ -3,9 +3,10 @@
     PYTHONPATH=<repo> python tests/mp/marginals_vector.py
     MICROPYPATH=<repo>:.frozen micropython tests/mp/marginals_vector.py
 
-Builds a fixed spec (three columns, 1- and 2-way marginals, one partitioned)
-with a fixed seed, feeds it a deterministic stream of cell indices (some out
-of range, so the "other" cells count), the updates under
+Builds a fixed spec (a categorical, a binned and a mixed-type column, 1- and
+2-way marginals, one partitioned) with a fixed seed, feeds it a deterministic
+stream of cell indices (some out of range, some floats and NaN, so flooring
+and the "other" cells count), the updates under
 ``micropython.heap_lock()`` on MicroPython (no allocation per update), and
 prints the encoded map as hex. The output must be identical on every runtime.
 """
@@ -20,11 +21,14 @@ from agent.marginals import Marginals
 from agent.msgpack_out import Encoder
 from firmware_shims.drbg import seeded_source
 
-SPEC = {"kind": "marginals", "names": ["site", "hour", "temp"], "sizes": [3, 5, 4],
+SCHEMA = {"columns": [{"name": "site", "values": ["A", "B"]}, {"name": "hour", "bounds": [0, 24], "bins": 4},
+                      {"name": "temp", "values": [-3, 0.25, "hot"]}]}
+SPEC = {"kind": "marginals", "schema": SCHEMA,
         "cols": [[0], [1], [2], [0, 1], [0, 2], [1, 2]],
         "groups": [None, None, None, None, [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 4], None],
         "q": 1 << 20, "sigma": [1 << 15, 1 << 16, 1 << 16, 1 << 17, 1 << 17, (1 << 20) - (5 << 15) - (1 << 18)]}
 N = 500
+NAN = float("nan")
 
 
 def lcg(x):
@@ -42,6 +46,10 @@ def main():
         for s in (3, 5, 4):
             x = lcg(x)
             r.append(x % (s + 2) - 1)  # -1 and s are out of range: the "other" cell
+        if len(rows) % 8 == 3:
+            r[1] = r[1] + 0.75  # a float index is floored (s - 0.25 too: it stays in range)
+        if len(rows) % 8 == 5:
+            r[2] = NAN  # the "other" cell
         rows.append(tuple(r))
     up = m.update
     n = 0

@@ -110,7 +110,7 @@ def plan_marginals(schema, eps, ram=None, runtime="c", relation="add-remove", ma
     need = counters + C_CORE_OVERHEAD
     require_fit(ram, need, counters, runtime, "marginals over %d marginals (%d group totals)"
                 % (len(cols), sum(ngroups)))
-    mech = {"kind": "marginals", "names": list(schema.names), "sizes": list(sizes), "cols": [list(c) for c in cols],
+    mech = {"kind": "marginals", "schema": schema.to_json(), "cols": [list(c) for c in cols],
             "groups": groups, "q": q, "sigma": sigma}
     return device_config(eps, relation, mech, {
         "mechanism": "marginals",

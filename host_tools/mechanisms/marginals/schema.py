@@ -24,13 +24,12 @@ import math
 
 import numpy as np
 
-from edgesynth.agent.marginals.build import MAX_SIZE
+from edgesynth.agent.marginals.build import INT32, MAX_NAME, MAX_SIZE, MAX_VALUES
 from edgesynth.agent.spec import MAX_CHANNELS
 from edgesynth.errors import InputError
 
 OTHER_CATEGORY = None
 OTHER_NUMBER = float("nan")
-MAX_NAME = 64
 
 
 class Schema:
@@ -60,6 +59,9 @@ class Schema:
                 raise InputError("schema column %d: name %r is used twice" % (i, col["name"]))
             seen.add(col["name"])
             out.append(col)
+        if sum(len(c.get("values", ())) for c in out) > MAX_VALUES:
+            raise InputError("a schema holds at most %d categorical values in all (a device frame carries them)"
+                             % MAX_VALUES)
         return cls(out)
 
     def to_json(self):
@@ -123,6 +125,10 @@ def _column(i, c):
             if isinstance(v, bool) or not isinstance(v, (str, int, float)) or \
                     (isinstance(v, float) and not math.isfinite(v)):
                 raise InputError("%s: value %r is not a string, an integer or a finite number" % (what, v))
+            if isinstance(v, int) and not -INT32 <= v < INT32:
+                raise InputError("%s: integer value %d is outside int32" % (what, v))
+            if isinstance(v, str) and len(v) > MAX_NAME:
+                raise InputError("%s: a string value is longer than %d characters" % (what, MAX_NAME))
         if len({_key(v) for v in vals}) != len(vals):
             raise InputError("%s: values repeat (also as strings: 1 and \"1\" are the same value)" % what)
         return {"name": name, "values": list(vals)}

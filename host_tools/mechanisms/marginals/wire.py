@@ -1,26 +1,32 @@
 """Host view of a marginals state: strict schema check of the decoded map, the
 Measurements it carries, merge (docs/mechanisms/marginals.md, "Wire map").
 
-First slice: not yet in the mechanism registry, so frames do not reach it;
-``MarginalsState.from_payload`` takes the decoded map of one state.
+The map carries the public schema (names, domains), so a frame is
+self-describing: the host writes categorical values back from it alone.
 """
 import math
 
 import numpy as np
 
-from edgesynth.agent.marginals.build import MAX_CELLS, MAX_COUNTERS, MAX_MARGINALS, MAX_SIZE, MAX_WAY
+from edgesynth.agent.marginals.build import MAX_CELLS, MAX_COUNTERS, MAX_MARGINALS, MAX_VALUES, MAX_WAY
 from edgesynth.agent.spec import MAX_CHANNELS, MAX_Q
-from edgesynth.errors import SchemaError
+from edgesynth.errors import InputError, SchemaError
 from edgesynth.mechanisms.marginals.measure import Measurement
+from edgesynth.mechanisms.marginals.schema import Schema
 from edgesynth.noise import check_scale, dlap_variance
 
 KIND = "marginals"
-KEYS = ("budget", "cols", "groups", "kind", "names", "q", "sigma", "sizes", "totals")
-# Objects of the largest legal map, for frames.MAX_OBJECTS once registered: the
-# map, its keys and values, budget's pair, MAX_MARGINALS column arrays of up to
-# MAX_WAY indices, one groups entry and one sigma per marginal, names and
-# sizes of MAX_CHANNELS columns.
-MAX_OBJECTS = 1 + 2 * len(KEYS) + 2 + MAX_MARGINALS * (1 + MAX_WAY) + 2 * MAX_MARGINALS + 2 * MAX_CHANNELS
+KEYS = ("budget", "cols", "groups", "kind", "q", "schema", "sigma", "totals")
+# Objects inside the largest legal schema map: its key and columns array; 9 per
+# binned column (map, 3 keys, name, bins, bounds array and its 2 numbers), 5
+# per categorical one (map, 2 keys, name, values array) plus its values. A
+# column holds at most MAX_SIZE - 1 values, so MAX_VALUES of them take two
+# categorical columns, the other MAX_CHANNELS - 2 binned.
+SCHEMA_OBJECTS = 2 + 9 * (MAX_CHANNELS - 2) + 2 * 5 + MAX_VALUES
+# Objects of the largest legal map (frames.MAX_OBJECTS): the map, its keys and
+# values, budget's pair, MAX_MARGINALS column arrays of up to MAX_WAY indices,
+# one groups entry and one sigma per marginal, the schema's contents.
+MAX_OBJECTS = 1 + 2 * len(KEYS) + 2 + MAX_MARGINALS * (1 + MAX_WAY) + 2 * MAX_MARGINALS + SCHEMA_OBJECTS
 
 
 def _is_int(x, lo, hi):
@@ -28,8 +34,8 @@ def _is_int(x, lo, hi):
 
 
 class MarginalsState:
-    """Decoded marginals. ``names``, ``sizes`` (cells per column, "other"
-    included), ``cols`` (tuple per marginal), ``groups`` (int32 cell -> group
+    """Decoded marginals. ``schema`` (Schema), its ``names`` and ``sizes``
+    (cells per column, "other" included), ``cols`` (tuple per marginal), ``groups`` (int32 cell -> group
     array per marginal, arange when ungrouped), ``grouped`` (bool per
     marginal: the frame carried a partition), ``totals`` (float64 noisy
     group totals per marginal), ``q``, ``sigma`` (marginal w spends
@@ -48,15 +54,12 @@ class MarginalsState:
         if m["kind"] != KIND:
             raise SchemaError("marginals.kind must be %r" % KIND)
         s = cls()
-        sizes = m["sizes"]
-        if not isinstance(sizes, list) or not 1 <= len(sizes) <= MAX_CHANNELS or \
-                not all(_is_int(x, 2, MAX_SIZE) for x in sizes):
-            raise SchemaError("marginals.sizes must list 1..%d integers in [2, %d]" % (MAX_CHANNELS, MAX_SIZE))
+        try:
+            s.schema = Schema.from_json(m["schema"])
+        except InputError as e:
+            raise SchemaError("marginals.schema: %s" % e) from None
+        sizes = s.schema.sizes
         d = len(sizes)
-        names = m["names"]
-        if not isinstance(names, list) or len(names) != d or \
-                not all(isinstance(x, str) and 0 < len(x) <= 64 for x in names) or len(set(names)) != d:
-            raise SchemaError("marginals.names must list %d distinct short strings" % d)
         cols = m["cols"]
         if not isinstance(cols, list) or not 1 <= len(cols) <= MAX_MARGINALS:
             raise SchemaError("marginals.cols must list 1..%d marginals" % MAX_MARGINALS)
@@ -113,7 +116,7 @@ class MarginalsState:
         flat = np.frombuffer(b, dtype="<i4").astype(np.float64)
         cuts = np.cumsum([0] + ngroups)
         s.totals = [flat[cuts[w]:cuts[w + 1]].copy() for w in range(n)]
-        s.names, s.sizes, s.q, s.sigma, s.factor = list(names), list(sizes), q, list(sigma), factor
+        s.names, s.sizes, s.q, s.sigma, s.factor = list(s.schema.names), list(sizes), q, list(sigma), factor
         s.budget = (sum(sigma), q)
         s.var = np.array([dlap_variance(factor * q, p) for p in sigma])
         s.frames = 1
@@ -126,8 +129,8 @@ class MarginalsState:
     def same_config(self, other):
         """True when ``other`` was released under the same public config
         (then the two merge)."""
-        return (self.names, self.sizes, self.cols, self.q, self.sigma, self.factor) == \
-            (other.names, other.sizes, other.cols, other.q, other.sigma, other.factor) and \
+        return (self.schema.to_json(), self.cols, self.q, self.sigma, self.factor) == \
+            (other.schema.to_json(), other.cols, other.q, other.sigma, other.factor) and \
             all(np.array_equal(a, b) for a, b in zip(self.groups, other.groups))
 
     def accumulate(self, other):
