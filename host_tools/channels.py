@@ -14,6 +14,18 @@ from collections.abc import Mapping
 from edgesynth.errors import InputError
 
 
+def spec_names(m):
+    """The channels one mechanism spec reads, in order: its "names", or a
+    marginals spec's schema column names (that spec carries the schema
+    instead); [] where the spec is malformed (the agent refuses it)."""
+    if m.get("kind") == "marginals":
+        schema = m.get("schema")
+        cols = schema.get("columns") if isinstance(schema, dict) else None
+        return [c.get("name") for c in cols if isinstance(c, dict)] if isinstance(cols, list) else []
+    names = m.get("names")
+    return names if isinstance(names, list) else []
+
+
 def channel_names(cfg):
     """The channels a device of ``cfg`` reads, in reading order: its one
     mechanism's names, or the inputs of a combined config (each mechanism's
@@ -22,7 +34,7 @@ def channel_names(cfg):
         return list(cfg["inputs"])
     out = []
     for i, m in enumerate(cfg["mechanisms"]):
-        names = m.get("names") if isinstance(m.get("names"), list) else []  # else the agent refuses it
+        names = spec_names(m)
         if len(set(map(str, names))) != len(names):
             raise InputError("mechanism %d (%s) of the config names a channel twice (%s); plan it with "
                              "distinct --names" % (i, m.get("kind"), ", ".join(map(str, names))))

@@ -28,12 +28,14 @@ from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.channels import column_map, parse_columns
 from edgesynth.data.files import read_table
 from edgesynth.data.tables import MISSING_RULES
+from edgesynth.data.tables import Table as Rows
 from edgesynth.errors import ColumnNotFound, EdgesynthError, InputError
 from edgesynth.evaluation.table import rows as utility_rows
 from edgesynth.fleet.broker import Connection
 from edgesynth.fleet.ingest import shown
 from edgesynth.fleet.keys import read_device_ids
 from edgesynth.manual import docs_dir, docs_title
+from edgesynth.mechanisms.marginals.table import read_records
 from edgesynth.outputs import write_bytes, write_text
 from edgesynth.pipeline import DEFAULT_N_MAX, HOST_RAM, fit, runtime
 from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES, TRANSPORTS
@@ -264,9 +266,10 @@ def _jsonable(o):
               help="Public hash seed shared by devices that will be merged (default random).")
 @click.option("--relation", default="add-remove", show_default=True, type=click.Choice(sorted(RELATIONS)),
               help="Neighbouring streams: add/remove one reading, or replace one (doubles the noise).")
-@click.option("--device-runtime", default="micropython", show_default=True, type=click.Choice(DEVICE_RUNTIMES),
+@click.option("--device-runtime", default=None, type=click.Choice(DEVICE_RUNTIMES),
               help="What runs the agent on the device; sets the RAM charged beyond the counters against "
-                   "--ram (every mechanism; edgesynth docs deployment).")
+                   "--ram (every mechanism; edgesynth docs deployment). Default: micropython; c for marginals "
+                   "(the only runtime its planner charges so far).")
 @click.option("--transport", default=None, type=click.Choice(TRANSPORTS),
               help="The device also publishes its frames (mqtt: agent/transport, micropython): the transport's "
                    "measured heap and a buffer of the largest frame come off --ram before the counters are "
@@ -289,12 +292,21 @@ def _jsonable(o):
 @click.option("--fold", default=None, type=click.IntRange(0, 255),
               help="phdstream: fold-pruning: a node visited K times as a leaf (no split between) gives its "
                    "subtree back to the pool (0: off; default 8 when the pool cannot hold the whole tree, else off).")
+@click.option("--schema", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="marginals: the public schema, a JSON file {\"columns\": [{\"name\", \"values\": [...]} or "
+                   "{\"name\", \"bounds\": [LO, HI], \"bins\": K}, ...]} (edgesynth docs marginals).")
+@click.option("--marginals", "marginal_sets", default=None,
+              help="marginals: the measured column sets, e.g. \"site,hour;hour,temp\" (default: every 1- and 2-way "
+                   "marginal).")
+@click.option("--from-generator", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="marginals: plan the next window from an earlier window's generator (`assemble`): its model "
+                   "picks the marginals and public partitions; its schema is the config's.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Config file to write (JSON); '-' for stdout (the summary then goes to stderr).")
 def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, integer, n_max, sketch,
          j, clamp_share, uniform_split, hash_seed, relation, device_runtime, transport, depth, counter, max_events,
-         snap, op_name, fold, as_json, output):
+         snap, op_name, fold, schema, marginal_sets, from_generator, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
@@ -306,11 +318,13 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
                   branching=branching or None, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max,
                   sketch=sketch, rows=j, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
                   relation=relation, device_runtime=device_runtime, transport=transport, depth=depth,
-                  counter=counter, max_events=max_events, snap=snap, op_name=op_name, fold=fold)
+                  counter=counter, max_events=max_events, snap=snap, op_name=op_name, fold=fold, schema=schema,
+                  marginals=marginal_sets, from_generator=from_generator)
     es.write_config(output, cfg)
     m, p = cfg["mechanisms"][0], cfg["plan"]
     if as_json:
-        shown_keys = ("r", "k", "w", "j", "sketch") if mechanism == "privhp" else [k for k in m if k != "sigma"]
+        shown_keys = ("r", "k", "w", "j", "sketch") if mechanism == "privhp" else ("cols",) \
+            if mechanism == "marginals" else [k for k in m if k != "sigma"]
         _echo_json({**p, **{k: m[k] for k in shown_keys}, "config": _shown(output)}, err=is_stdio(output))
     else:
         click.echo(_plan_line(m, p, _shown(output)), err=is_stdio(output))
@@ -335,6 +349,15 @@ def _plan_line(m, p, output):
                 % (output, m["depth"], p["counter"], m["max_nodes"],
                    " (fold after %d visits as a leaf)" % m["fold"] if m.get("fold") else "", m["batch_max"],
                    p["counter_bytes"], p["expected_peak_bytes"], p["ram_bytes"], p["guarantee"]))
+    if m["kind"] == "marginals":
+        names = [c["name"] for c in m["schema"]["columns"]]
+        shown = "; ".join(",".join(names[i] for i in c) for c in m["cols"])
+        return ("wrote %s: marginals over %d columns, %d marginals (%d partitioned), %d group totals, %d B; expected "
+                "peak %d B (%s)%s\n  measured: %s"
+                % (output, len(names), len(m["cols"]), sum(g is not None for g in m["groups"]), p["group_totals"],
+                   p["counter_bytes"], p["expected_peak_bytes"], p["device_runtime"],
+                   "" if p["ram_bytes"] is None else " of %d B" % p["ram_bytes"],
+                   shown if len(shown) <= 400 else shown[:400] + " ..."))
     if m["kind"] == "cdf":
         line = "wrote %s: cdf K=%d%s tree %s (K-bar %d), %d counters, %d B" % (
             output, m["bins"], "" if p["bins_choice"] == "given" else " (%s)" % p["bins_choice"],
@@ -464,7 +487,14 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
         raise InputError("--op-column %r is also in --columns or --time-column" % op_column)
     extra = [op_column] if op_column is not None else []  # read after the channels, parsed to +1/-1
     parse = {op_column: parse_op} if extra else {}
-    if window is not None:
+    if any(m.get("kind") == "marginals" for m in cfg["mechanisms"]):
+        if window is not None or extra or len(cfg["mechanisms"]) > 1:
+            raise InputError("a marginals config reads one table per run here: --window, --op-column and combined "
+                             "configs go through the library (es.simulate_windows, es.simulate)")
+        # its columns as raw values (text or numbers): the schema maps each to a cell, never skipping a row
+        table = Rows(read_records(input_path, cols, delimiter), cols, 0, label(input_path))
+        data = table.data
+    elif window is not None:
         if epoch:
             raise InputError("--epoch is the window index with --window; leave it out")
         schedule = es.window_schedule(window, start, end)
@@ -588,9 +618,10 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
     """
     if is_stdio(output):
         check_binary_stdout("a generator")
-    gen = es.assemble(list(releases) or None, key=key_hex or None, keyring=keyring, store=store_path,
-                      devices=list(devices) or None, config_id=config_hash, mechanism=mechanism, force_sum=force_sum,
-                      workers=workers, cluster=cluster)
+    with _Bar("assembling (a marginals model's fit takes seconds)"):  # a spinner: the fit reports no steps
+        gen = es.assemble(list(releases) or None, key=key_hex or None, keyring=keyring, store=store_path,
+                          devices=list(devices) or None, config_id=config_hash, mechanism=mechanism,
+                          force_sum=force_sum, workers=workers, cluster=cluster)
     if output:
         gen.save(output)
     summary = gen.summary()
@@ -621,6 +652,11 @@ def _assemble_line(summary, output):
                 summary["population"][-1][1] if summary["population"] else 0,
                 "; %d window(s) skipped after gaps" % skipped if skipped else "", summary["mechanism_epsilon"],
                 bound, tail)
+    if summary.get("mechanism") == "marginals":
+        return "marginals model from %d frame(s): %d columns, %d marginals (%d partitioned), about %d records, " \
+            "epsilon %s per record%s" % (summary["frames"], len(summary["columns"]), len(summary["marginals"]),
+                                         summary["partitioned"], round(summary["estimated_records"]),
+                                         summary["epsilon"], tail)
     if summary.get("mechanism") == "profile":
         return "profile of %d ids from %d frame(s): distinct ~ %.1f, never seen %.3f, epsilon %s%s" % (
             summary["ids"], summary["frames"], summary["distinct"], summary["never_seen"], summary["epsilon"], tail)
@@ -635,7 +671,8 @@ def _assemble_line(summary, output):
 @main.command()
 @click.argument("generator", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("-n", "count", default=None, type=click.IntRange(1, MAX_SAMPLE),
-              help="Number of synthetic rows (required, except with --step: default the step's released population).")
+              help="Number of synthetic rows (required, except with --step: default the step's released population; "
+                   "a marginals generator: default its estimate of the number of records).")
 @click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1), help="Seed for reproducible samples.")
 @click.option("--step", default=None, type=click.IntRange(1, None),
               help="phdstream: sample the snapshot of step K (one window).")
@@ -663,11 +700,11 @@ def sample(generator, count, seed, step, all_steps, output):
         click.echo("wrote %s: %d rows of step,%s over %d steps" % (_shown(output), rows, ",".join(gen.names),
                                                                  len(gen.steps)), err=is_stdio(output))
         return
-    if count is None and step is None:
+    if count is None and step is None and not gen.tabular:
         raise InputError("give -n N (the number of rows)" + (" or --step K" if gen.steps is not None else ""))
     if step is not None and gen.steps is None:
         raise InputError("--step applies to a stream generator (phdstream), not to a %s one" % gen.kind)
-    total = count if count is not None else gen.population(step)
+    total = count if count is not None else gen.population(step) if step is not None else gen.model.default_rows()
     with _Bar("sampling", total=total) as bar:
         rows = gen.write(output, count, seed, progress=bar.advance, step=step)
     click.echo("wrote %s: %d rows of %s%s" % (_shown(output), rows, ",".join(gen.names),

@@ -10,6 +10,7 @@ import numbers
 from fractions import Fraction
 
 from edgesynth.agent.privhp.build import MAX_INT_SPAN
+from edgesynth.channels import spec_names
 from edgesynth.errors import InputError
 from edgesynth.filekind import check as check_kind
 from edgesynth.outputs import write_text
@@ -150,10 +151,11 @@ def with_names(cfg, columns):
     columns = list(columns)
     out = json.loads(json.dumps(cfg))
     for i, m in enumerate(out["mechanisms"]):
-        missing = [c for c in m.get("names") or [] if c not in columns]
-        if not m.get("names") or missing:
+        names = spec_names(m)
+        missing = [c for c in names if c not in columns]
+        if not names or missing:
             raise InputError("mechanism %d (%s) reads channels %s; the readings hold %s"
-                             % (i, m.get("kind"), m.get("names"), ", ".join(map(str, columns))))
+                             % (i, m.get("kind"), names, ", ".join(map(str, columns))))
     out["inputs"] = columns
     return out
 

@@ -21,13 +21,18 @@ from edgesynth.budget import parse_epsilon
 from edgesynth.config import check_bounds, load_config, split_bounds
 from edgesynth.config import combine as combine_configs
 from edgesynth.errors import InputError
+from edgesynth.mechanisms import load_generator
 from edgesynth.mechanisms.cdf.plan import plan_cdf
 from edgesynth.mechanisms.integers import positions
+from edgesynth.mechanisms.marginals.adapt import plan_from_model
+from edgesynth.mechanisms.marginals.generator import MarginalsGenerator
+from edgesynth.mechanisms.marginals.plan import plan_marginals
+from edgesynth.mechanisms.marginals.table import load_schema
 from edgesynth.mechanisms.phdstream.plan import plan_phdstream
 from edgesynth.mechanisms.privhp.plan import plan_privhp
 from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
 from edgesynth.ram import TRANSPORT_SLOTS, frame_bound, parse_size, transport_heap
-from edgesynth.stdio import read_once
+from edgesynth.stdio import label, read_input, read_once
 
 DEVICE_RUNTIMES = ("micropython", "c")
 TRANSPORTS = ("mqtt",)
@@ -129,8 +134,9 @@ def _domain(value):
 
 def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, integer=None, bins=None,
          branching=None, domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None,
-         clamp_share="1/50", uniform_split=False, hash_seed=None, relation="add-remove", device_runtime="micropython",
-         transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op", fold=None):
+         clamp_share="1/50", uniform_split=False, hash_seed=None, relation="add-remove", device_runtime=None,
+         transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op", fold=None,
+         schema=None, marginals=None, from_generator=None):
     """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
 
     bounds: the public range of each channel, never read off the data (privhp
@@ -169,7 +175,8 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         reproducible config).
     relation: "add-remove" or "replace" (neighbouring streams; replace
         doubles the noise). device_runtime: "micropython" or "c", the RAM
-        charged beyond the counters.
+        charged beyond the counters (default "micropython"; "c" for
+        marginals, the only runtime its planner charges so far).
     transport: None, or "mqtt": the device also publishes its frames
         (agent/transport/mqtt.py, micropython only, needs ram). Its heap,
         ram.transport_heap (the measured modules, client, 16-slot outbox,
@@ -195,14 +202,31 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         on with K = 8 when the pool cannot hold the whole tree).
         The node pool takes the rest of ``ram``.
 
+    marginals (docs/mechanisms/marginals.md; ram optional): schema, the
+        public columns and domains (a path of a JSON schema file, a dict
+        {"columns": [...]} or a Schema); marginals: the measured column sets
+        (default every 1- and 2-way one), "a,b;b,c" or a list of lists of
+        column names; from_generator: plan the next window from an earlier
+        window's marginals generator (a path, or es.load's Generator): its
+        model chooses the marginals and partitions (post-processing of
+        released frames), its schema is the config's.
+
     Raises InputError (with what is needed and what is given) when the plan
     cannot fit ``ram`` or an option is malformed.
     """
     _one_of(mechanism, MECHANISMS, "--mechanism")
     _one_of(relation, tuple(RELATIONS), "--relation")
+    if device_runtime is None:
+        device_runtime = "c" if mechanism == "marginals" else "micropython"
     _one_of(device_runtime, DEVICE_RUNTIMES, "--device-runtime")
     eps = parse_epsilon(epsilon)
     ram_bytes = parse_size(ram, "--ram") if ram is not None else None
+    if mechanism == "marginals":
+        if transport is not None:
+            raise InputError("--transport is not planned for marginals yet")
+        return _plan_marginals(ram_bytes, eps, schema, marginals, from_generator, relation, device_runtime)
+    if schema is not None or marginals is not None or from_generator is not None:
+        raise InputError("--schema, --marginals and --from-generator apply to --mechanism marginals")
     args = dict(bounds=bounds, eps=eps, mechanism=mechanism, names=names, integer=integer, bins=bins,
                 branching=branching, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max, sketch=sketch,
                 rows=rows, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
@@ -313,6 +337,50 @@ def _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_run
                           max_events=_int_in(max_events, 1, 2 ** 22, "--max-events"),
                           snap=_int_in(snap, 1, 2 ** 30, "--snap"), relation=relation, runtime=device_runtime,
                           fold=_int_in(fold, 0, 255, "--fold"))
+
+
+def _marginal_sets(marginals, schema):
+    """Column index tuples of ``marginals`` ("a,b;b,c", or a list of lists
+    of column names) over ``schema``; None passes (the planner's default)."""
+    if marginals is None:
+        return None
+    sets = [m.split(",") for m in marginals.split(";")] if isinstance(marginals, str) else marginals
+    out = []
+    try:
+        for names in sets:
+            names = [str(n).strip() for n in names if str(n).strip()]
+            unknown = [n for n in names if n not in schema.names]
+            if unknown:
+                raise InputError("--marginals names column %r, not in the schema (%s)"
+                                 % (unknown[0], ", ".join(schema.names)))
+            idx = sorted({schema.names.index(n) for n in names})
+            if len(idx) != len(names) or not 1 <= len(idx) <= 3:
+                raise InputError("--marginals: each marginal lists 1..3 distinct columns, got %r" % (names,))
+            out.append(tuple(idx))
+    except TypeError:
+        raise InputError("--marginals must be 'a,b;b,c' or a list of lists of column names")
+    return out
+
+
+def _plan_marginals(ram_bytes, eps, schema, marginals, from_generator, relation, device_runtime):
+    if from_generator is not None:
+        if marginals is not None:
+            raise InputError("--from-generator chooses the marginals; leave out --marginals")
+        gen = from_generator
+        if isinstance(gen, (str, os.PathLike)):
+            gen = load_generator(read_input(os.fspath(gen), "a generator"), label(os.fspath(gen)))
+        model = getattr(gen, "model", gen)  # es.load's Generator wraps the mechanism's object
+        if not isinstance(model, MarginalsGenerator):
+            raise InputError("--from-generator needs a marginals generator (edgesynth assemble of marginals frames)")
+        if schema is not None and load_schema(schema).to_json() != model.schema.to_json():
+            raise InputError("--schema differs from the generator's schema; leave it out to plan on the generator's")
+        return plan_from_model(model.model, model.schema, eps, ram=ram_bytes, runtime=device_runtime,
+                               relation=relation)
+    if schema is None:
+        raise InputError("--mechanism marginals needs --schema (or --from-generator)")
+    schema = load_schema(schema)
+    return plan_marginals(schema, eps, ram=ram_bytes, runtime=device_runtime, relation=relation,
+                          marginals=_marginal_sets(marginals, schema))
 
 
 def combine(configs):

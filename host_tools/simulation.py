@@ -24,6 +24,7 @@ from edgesynth.fleet.ingest import shown
 from edgesynth.fleet.keys import Keyring
 from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.fleet.publish import Published, Sent, publish
+from edgesynth.mechanisms.marginals.table import encode, load_schema
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import DEFAULT_HEAP, clamped_fraction, continual, publish_blocks, simulate_stream
 from edgesynth.runtimes.simulate import simulate as run_one
@@ -53,6 +54,9 @@ def _readings(cfg, data, columns, missing="skip"):
     pairs = column_map(cfg, columns)
     chans = channel_names(cfg)
     given = column_names(data)
+    schema = _table_schema(cfg)
+    if schema is not None:
+        return _records(schema, data, pairs, chans, given, missing)
     if given is None:
         x, names = numeric(data, None, "data")
         if x.shape[1] != len(chans):
@@ -67,6 +71,40 @@ def _readings(cfg, data, columns, missing="skip"):
     kept = complete_rows(x, names, "data", missing)
     at = {ch: i for i, (_, ch) in enumerate(pairs)}
     return x[kept][:, [at[ch] for ch in chans]], chans, kept
+
+
+def _table_schema(cfg):
+    """The public Schema of a config's marginals mechanism, or None."""
+    if not any(isinstance(m, dict) and m.get("kind") == "marginals" for m in cfg["mechanisms"]):
+        return None
+    return load_schema(cfg)
+
+
+def _records(schema, data, pairs, chans, given, missing):
+    """_readings for a config with a marginals mechanism: its schema's
+    columns encoded to cell indices (any values: text, numbers; an unknown
+    or missing value is the "other" cell, never skipped: Schema.encode_column),
+    the other channels read as numbers (a missing one skips or refuses its
+    row as ``missing`` says)."""
+    if given is None:  # an array's columns are the mapping's data columns, in order
+        x, _ = numeric(data, None, "data")
+        if x.shape[1] != len(pairs):
+            raise InputError("data has %d columns for the config's %d channel(s) (%s)"
+                             % (x.shape[1], len(pairs), ", ".join(chans)))
+        data = {c: x[:, i] for i, (c, _) in enumerate(pairs)}
+        given = [c for c, _ in pairs]
+    fed = {ch: c for c, ch in pairs}
+    absent = [c for c, _ in pairs if c not in given]
+    if absent:
+        raise InputError("data has no column %r (its columns: %s); the config's channels are %s: map "
+                         "data columns onto them with --columns" % (absent[0], ", ".join(given), ", ".join(chans)))
+    cells = encode(schema, data, [fed[n] for n in schema.names]).astype(np.float64)
+    at = {n: i for i, n in enumerate(schema.names)}
+    others = [ch for ch in chans if ch not in at]
+    num = numeric(data, [fed[ch] for ch in others], "data")[0] if others else np.empty((len(cells), 0))
+    x = np.column_stack([cells[:, at[ch]] if ch in at else num[:, others.index(ch)] for ch in chans])
+    kept = complete_rows(x, chans, "data", missing)
+    return x[kept], chans, kept
 
 
 # The op column's spellings (case-insensitive, stripped): an insertion or a deletion.

@@ -17,6 +17,7 @@ from edgesynth.fleet.keys import load as load_keyring
 from edgesynth.frames import Release, iter_frames, stream_frames
 from edgesynth.mechanisms import REGISTRY, load_generator
 from edgesynth.mechanisms import assemble as assemble_any
+from edgesynth.mechanisms.marginals.table import write_tables
 from edgesynth.outputs import write_bytes
 from edgesynth.simulation import device_key
 from edgesynth.stdio import STDIN, is_stdio, read_input, read_once
@@ -209,6 +210,31 @@ class Generator:
             return self.model.blocks(None if n is None else int(n), rng, step)
         return self._draw(int(n), rng)
 
+    def _rows(self, n):
+        """``n``, or a table generator's (marginals) estimated number of records for None."""
+        if n is None and self.tabular:
+            return self.model.default_rows()
+        return n
+
+    @property
+    def tabular(self):
+        """True for a generator of tables over a public schema (marginals):
+        its rows hold the schema's values (text, integers, numbers; "other"
+        missing), not float readings."""
+        return hasattr(self.model, "table")
+
+    def tables(self, n=None, seed=None):
+        """A table generator's ``n`` records (None: its estimated number) as
+        pandas DataFrames of at most 2**20 rows, drawn in order from
+        ``numpy.random.default_rng(seed)``: the blocks ``sample`` and ``write``
+        give for the same seed."""
+        if not self.tabular:
+            raise InputError("tables of schema values come from a marginals generator, not a %s one" % self.kind)
+        n = self._rows(n)
+        self.blocks(n, seed)  # checks n and seed before anything is drawn
+        rng = _rng(seed)
+        return (self.model.table(min(SAMPLE_BLOCK, n - start), rng) for start in range(0, n, SAMPLE_BLOCK))
+
     def _draw(self, n, rng):
         for start in range(0, n, SAMPLE_BLOCK):
             yield self.model.sample(min(SAMPLE_BLOCK, n - start), rng)
@@ -216,14 +242,21 @@ class Generator:
     def sample_array(self, n=None, seed=None, step=None):
         """``n`` synthetic rows as a float64 array of shape (n, len(names))
         (a stream generator: of ``step``; see blocks)."""
-        parts = list(self.blocks(n, seed, step))
+        parts = list(self.blocks(self._rows(n), seed, step))
         return np.concatenate(parts) if parts else np.empty((0, len(self.names)))
 
     def sample(self, n=None, seed=None, step=None):
         """``n`` synthetic rows as a pandas DataFrame with columns ``names``
         (the rows `edgesynth sample -n N --seed S` writes, to the last bit);
         integer columns (``integer``) as int64. A stream generator samples
-        ``step`` (`sample --step K`), ``n`` None: its released population."""
+        ``step`` (`sample --step K`), ``n`` None: its released population.
+        A marginals generator's rows hold the schema's values ("other" is a
+        missing value), ``n`` None: its estimate of the number of records."""
+        if self.tabular:
+            import pandas  # a marginals table's blocks are DataFrames already
+
+            parts = list(self.tables(n, seed))
+            return pandas.concat(parts, ignore_index=True) if parts else self.model.table(0, _rng(seed))
         return self._frame(self.sample_array(n, seed, step), self.names, self.integer)
 
     @staticmethod
@@ -240,7 +273,10 @@ class Generator:
         otherwise, replaced atomically, or "-" for CSV on stdout; integer
         columns (``integer``) as integers. Memory does not grow with ``n``.
         ``progress(rows)`` is called after each block of at most 2**20 rows.
-        Returns the number of rows written."""
+        Returns the number of rows written. A marginals generator writes its
+        tables (the schema's values, "other" as an empty cell or null)."""
+        if self.tabular and step is None:
+            return write_tables(dest, self.model.schema, self.tables(n, seed), progress=progress)
         return write_table(dest, self.names, self.blocks(n, seed, step), integer=self.integer, progress=progress)
 
     def step_blocks(self, seed=None):

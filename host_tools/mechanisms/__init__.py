@@ -8,7 +8,7 @@ in the C core (agent/c/es_<name>.c):
 - ``vector``: numpy ingestion, the effect of the device's ``update`` per row;
 - ``generator``: assembly from merged states and the saved generator file;
 - its own host algorithms (privhp: growth; cdf: estimate; profile: invert;
-  phdstream: mirror, tree, metric).
+  phdstream: mirror, tree, metric; marginals: schema, model, adapt, table).
 
 Each package's ``__init__`` exposes ``KIND``, ``State``, ``Generator``,
 ``assemble`` (from releases), ``build`` (from a running merge, edgesynth.merge)
@@ -22,9 +22,9 @@ from edgesynth.errors import InputError, MergeError
 from edgesynth.genfile import unpack
 from edgesynth.merge import Merges
 
-from . import cdf, phdstream, privhp, profile
+from . import cdf, marginals, phdstream, privhp, profile
 
-_PACKAGES = {m.KIND: m for m in (privhp, cdf, profile, phdstream)}
+_PACKAGES = {m.KIND: m for m in (privhp, cdf, profile, phdstream, marginals)}
 # in agent.wire.MECHANISMS order: the kinds a frame may carry are the ones the agent names
 REGISTRY = {kind: _PACKAGES[kind] for kind in MECHANISMS}
 

@@ -12,6 +12,7 @@ ADC-code path that allocates nothing on a device), else as floats.
 
 import numpy as np
 
+from edgesynth.channels import spec_names
 from edgesynth.config import with_names
 from edgesynth.errors import InputError
 from edgesynth.runtimes.cpython import run_cpython, run_cpython_stream
@@ -37,11 +38,13 @@ def _int_columns(cfg):
     inputs = cfg.get("inputs")
     if inputs is None:
         m = cfg["mechanisms"][0]
+        if m.get("kind") == "marginals":  # cell indices: whole numbers, passed as ints
+            return [True] * len(spec_names(m))
         return [isinstance(_bound(m, "lo", i), int) and isinstance(_bound(m, "hi", i), int)
                 for i in range(len(m.get("names") or []))]
     flags = [True] * len(inputs)
     for m in cfg["mechanisms"]:
-        for i, name in enumerate(m.get("names") or []):
+        for i, name in enumerate(m.get("names") or []):  # a marginals spec's channels are cells: ints
             if name in inputs and m.get("kind") != "profile":
                 flags[inputs.index(name)] &= (isinstance(_bound(m, "lo", i), int)
                                               and isinstance(_bound(m, "hi", i), int))
