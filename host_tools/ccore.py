@@ -19,6 +19,8 @@ from edgesynth import agent
 from edgesynth.agent import device, wire
 from edgesynth.agent.cdf import build as cdf_build
 from edgesynth.agent.errors import ConfigError, ReadingError
+from edgesynth.agent.marginals import build as marginals_build
+from edgesynth.agent.marginals import release as marginals_release
 from edgesynth.agent.phdstream import PHDStream
 from edgesynth.agent.privhp import build as privhp_build
 from edgesynth.agent.profile import build as profile_build
@@ -63,6 +65,8 @@ def _parse(spec, i, factor):
         privhp_build.parse(m, spec)
     elif m.kind == "cdf":
         cdf_build.parse(m, spec, factor)
+    elif m.kind == "marginals":
+        marginals_build.parse(m, spec, factor)
     else:
         profile_build.parse(m, spec, factor)
     return m
@@ -90,7 +94,7 @@ def validate(cfg):
     if len(mechs) > 1 and any(m.kind == "phdstream" for m in mechs):  # agent/device.py's rule
         raise ConfigError("a phdstream mechanism runs alone: its config holds no other mechanism")
     for m in mechs:
-        for v in (m.lo + m.hi if m.kind != "profile" else []):
+        for v in (m.lo + m.hi if m.kind in ("privhp", "cdf", "phdstream") else []):
             if is_int(v) and abs(v) >= EXACT_F64:
                 raise ConfigError("the native core needs integer bounds below 2**53 in magnitude, got %d" % v)
             if m.kind == "phdstream" and not INT32_SAFE[0] <= v <= INT32_SAFE[1]:
@@ -167,7 +171,34 @@ def _phdstream(m):
     return True, 4 * (n * (per_node + 7) + batch) + ((tail + 3) & ~3), fields
 
 
-PARAMS = {"privhp": _privhp, "cdf": _cdf, "profile": _profile, "phdstream": _phdstream}
+def _marginals(m):
+    """A marginals C config: marginal w's columns in 3 slots (cols[3w..]),
+    ngroups[w] 0 for an ungrouped marginal, the grouped ones' cell -> group
+    maps concatenated, and the schema pre-encoded exactly as the Python agent
+    writes it into the frame (the C core writes these bytes raw)."""
+    schema = marginals_release.schema_bytes(m.schema)
+    maps = [g for g in m.groups if g is not None]
+    fields = [("d", "uint8_t", m.d), ("n", "uint16_t", len(m.cols)), ("sizes", "uint16_t[]", list(m.sizes)),
+              ("way", "uint8_t[]", [len(c) for c in m.cols]),
+              ("cols", "uint8_t[]", [c[k] if k < len(c) else 0 for c in m.cols for k in range(3)]),
+              ("ngroups", "uint32_t[]", [0 if g is None else n for g, n in zip(m.groups, m.ngroups)]),
+              ("groups", "uint16_t[]", np.concatenate(maps).tolist() if maps else None),
+              ("q", "uint64_t", m.q), ("sigma", "uint64_t[]", list(m.sigma)),
+              ("schema", "bytes", schema), ("schema_len", "uint32_t", len(schema))]
+    return True, 4 * sum(m.ngroups), fields
+
+
+PARAMS = {"privhp": _privhp, "cdf": _cdf, "profile": _profile, "phdstream": _phdstream, "marginals": _marginals}
+
+
+def _float_bounds(m):
+    """(lo, hi) per column as the float paths compare readings with them:
+    a marginals column's cells are [0, size); none for profile and phdstream."""
+    if m.kind == "marginals":
+        return [0] * m.d, list(m.sizes)
+    if m.kind in ("profile", "phdstream"):
+        return [], []
+    return list(m.lo), list(m.hi)
 
 
 def core_params(cfg):
@@ -181,15 +212,15 @@ def core_params(cfg):
     (integer readings take its int32 update; phdstream takes integers only),
     "mem_bytes" (es_<kind>_mem_size), "fields": [(C field, C type, value), ...]
     in the C struct's order, "bounds": (lo, hi) as the float paths need them,
-    empty for profile and phdstream}], "continual" (a phdstream config)}.
+    empty for profile and phdstream, [0, size) per marginals column}],
+    "continual" (a phdstream config)}.
     """
     mechs, factor, eps, inputs, cols = validate(cfg)
     out = []
     for m, c in zip(mechs, cols):
         int_path, mem, fields = PARAMS[m.kind](m)
         out.append({"kind": m.kind, "cols": c, "d": len(c), "int_path": int_path, "mem_bytes": mem,
-                    "fields": fields, "bounds": (list(m.lo), list(m.hi)) if m.kind not in ("profile", "phdstream")
-                    else ([], [])})
+                    "fields": fields, "bounds": _float_bounds(m)})
     return {"factor": factor, "eps": eps, "inputs": inputs, "mechs": out,
             "mem_bytes": sum(p["mem_bytes"] for p in out), "continual": mechs[0].kind == "phdstream"}
 

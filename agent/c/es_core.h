@@ -1,14 +1,14 @@
 /* edgesynth native core: the device agent's state, update, noise and release
  * in portable C99, byte-identical to the Python agent (agent/, firmware_shims/),
- * for its mechanisms: privhp, cdf and profile, alone or several on one device,
- * and the continual phdstream (alone).
+ * for its mechanisms: privhp, cdf, profile and marginals, alone or several on
+ * one device, and the continual phdstream (alone).
  *
  * No malloc: every table lives in memory the caller provides (its size comes
  * from es_<kind>_mem_size). No floating point in the noise path: the sampler is
  * the exact integer discrete Laplace of agent/dlap.py over an HMAC_DRBG.
- * Only es_privhp_f64.c and es_cdf_f64.c (float readings or bounds) use doubles;
- * integer firmware does not link them. docs/native.md describes the API;
- * docs/wire-format.md the frame.
+ * Only es_privhp_f64.c, es_cdf_f64.c and es_marginals_f64.c (float readings
+ * or bounds) use doubles; integer firmware does not link them. docs/native.md
+ * describes the API; docs/wire-format.md the frame.
  */
 #ifndef ES_CORE_H
 #define ES_CORE_H
@@ -221,9 +221,9 @@ static inline int es_f64_bounds_ok(const double *lo, const double *hi, unsigned 
 int es_mech_init(es_mech_t *m, size_t state_size, const es_mech_ops_t *ops, uint8_t factor,
                  void *mem, size_t size, size_t need);
 
-/* counters hold |noise| < 2**29 plus at most one unit per reading. A PrivHP or
- * CDF state refuses the reading beyond ES_MAX_ITEMS with ES_E_FULL and is then
- * marked full: a frame of only the first ES_MAX_ITEMS readings would cut the
+/* counters hold |noise| < 2**29 plus at most one unit per reading. A PrivHP,
+ * CDF or marginals state refuses the reading beyond ES_MAX_ITEMS with
+ * ES_E_FULL and is then marked full: a frame of only the first ES_MAX_ITEMS readings would cut the
  * stream at a place set by its (private) length, so es_agent_release refuses it. */
 #define ES_MAX_ITEMS ((uint32_t)0x7FFFFFFF - (uint32_t)ES_NOISE_LIMIT)
 #define ES_MAX_CHANNELS 16
@@ -291,4 +291,5 @@ int es_agent_next_window(es_agent_t *a, uint32_t epoch);
 #include "es_cdf.h"
 #include "es_profile.h"
 #include "es_phdstream.h"
+#include "es_marginals.h"
 #endif

@@ -10,7 +10,7 @@ from cffi import FFI
 SOURCES = ["agent/c/es_sha256.c", "agent/c/es_drbg.c", "agent/c/es_dlap.c", "agent/c/es_hashing.c",
            "agent/c/es_msgpack.c", "agent/c/es_privhp.c", "agent/c/es_privhp_i32.c", "agent/c/es_privhp_f64.c",
            "agent/c/es_cdf.c", "agent/c/es_cdf_f64.c", "agent/c/es_profile.c", "agent/c/es_phdstream.c",
-           "agent/c/es_agent.c"]
+           "agent/c/es_marginals.c", "agent/c/es_marginals_f64.c", "agent/c/es_agent.c"]
 
 CDEF = """
 typedef struct { ...; } es_sha256_t;
@@ -42,6 +42,11 @@ typedef struct {
 } es_phdstream_cfg_t;
 typedef struct { es_mech_t base; uint32_t delta, used, nb, nv, nl, t, refused_splits, refused_events, free_pair;
                  int32_t *cn, *cd, *kid, *codes, *q_lo, *q_hi; uint8_t *signs; int8_t err; ...; } es_phdstream_t;
+typedef struct {
+    uint8_t d; uint16_t n; const uint16_t *sizes; const uint8_t *way, *cols; const uint32_t *ngroups;
+    const uint16_t *groups; uint64_t q; const uint64_t *sigma; const uint8_t *schema; uint32_t schema_len; ...;
+} es_marginals_cfg_t;
+typedef struct { es_mech_t base; int32_t *totals; uint32_t items; ...; } es_marginals_t;
 typedef struct { uint8_t sealed; uint32_t epoch, seq; ...; } es_agent_t;
 
 void es_sha256_init(es_sha256_t *c);
@@ -74,6 +79,10 @@ size_t es_phdstream_mem_size(const es_phdstream_cfg_t *cfg);
 int es_phdstream_init(es_phdstream_t *m, const es_phdstream_cfg_t *cfg, uint8_t factor, void *mem, size_t size);
 int es_phdstream_update_i32(es_phdstream_t *m, const int32_t *x, size_t n);
 int es_phdstream_step(es_phdstream_t *m);
+size_t es_marginals_mem_size(const es_marginals_cfg_t *cfg);
+int es_marginals_init(es_marginals_t *m, const es_marginals_cfg_t *cfg, uint8_t factor, void *mem, size_t size);
+int es_marginals_update_i32(es_marginals_t *m, const int32_t *x, size_t n);
+int es_marginals_update_f64(es_marginals_t *m, const double *x, size_t n);
 
 int es_agent_init(es_agent_t *a, es_mech_t *const *mechs, uint8_t n_mechs, uint8_t relation,
                   uint64_t eps_num, uint64_t eps_den, const uint8_t *device_id, uint8_t id_len,

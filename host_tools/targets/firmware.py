@@ -4,8 +4,8 @@ with Debian's arm-none-eabi-gcc at -Os, and its flash, RAM and stack.
 * flash: ``text`` (code + constants) and ``data`` of every core object, from
   ``arm-none-eabi-size``; totals for the common part (SHA-256, DRBG, sampler,
   msgpack, envelope), for a device of each mechanism kind with integer
-  readings, and for the float paths apart (es_privhp_f64.c, es_cdf_f64.c: only
-  float readings or bounds link them);
+  readings, and for the float paths apart (es_privhp_f64.c, es_cdf_f64.c,
+  es_marginals_f64.c: only float readings or bounds link them);
 * RAM: the core has no static data (``bss`` 0); a device holds the counters
   (``es_<kind>_mem_size``, with --config) plus the state structs, whose sizes
   come from the compiler itself (a probe object read with ``arm-none-eabi-nm``);
@@ -41,16 +41,20 @@ CFLAGS = ["-Os", "-std=c99", "-Wall", "-Wextra", "-ffunction-sections", "-fdata-
 # what every device links; per kind what it adds with integer readings; the float paths
 COMMON = ["es_sha256.c", "es_drbg.c", "es_dlap.c", "es_msgpack.c", "es_agent.c"]
 C_SOURCES = {"privhp": ["es_privhp.c", "es_privhp_i32.c", "es_hashing.c"], "cdf": ["es_cdf.c"],
-              "profile": ["es_profile.c", "es_hashing.c"], "phdstream": ["es_phdstream.c"]}
-FLOAT = {"privhp": ["es_privhp_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": [], "phdstream": []}
+              "profile": ["es_profile.c", "es_hashing.c"], "phdstream": ["es_phdstream.c"],
+              "marginals": ["es_marginals.c"]}
+FLOAT = {"privhp": ["es_privhp_f64.c"], "cdf": ["es_cdf_f64.c"], "profile": [], "phdstream": [],
+         "marginals": ["es_marginals_f64.c"]}
 ENTRY_POINTS = ("es_drbg_platform", "es_agent_init", "es_agent_release", "es_privhp_init",
                 "es_privhp_update_i32", "es_privhp_update_f64", "es_cdf_init", "es_cdf_update_i32",
                 "es_cdf_update_f64", "es_profile_init", "es_profile_update_i32", "es_phdstream_init",
-                "es_phdstream_update_i32")
+                "es_phdstream_update_i32", "es_marginals_init", "es_marginals_update_i32",
+                "es_marginals_update_f64")
 # calls through the mechanisms' ops tables: caller -> the functions they reach
 OPS_CALLS = {"es_agent_init": re.compile(r":draw_noise$"), "es_agent.c:payload": re.compile(r":encode$"),
              "es_agent_seal": re.compile(r":step_op$")}
-STATE_TYPES = ("es_privhp_t", "es_cdf_t", "es_profile_t", "es_phdstream_t", "es_agent_t", "es_drbg_t")
+STATE_TYPES = ("es_privhp_t", "es_cdf_t", "es_profile_t", "es_phdstream_t", "es_marginals_t", "es_agent_t",
+               "es_drbg_t")
 INSTALL_HINT = "apt-get install -y gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
 
 
