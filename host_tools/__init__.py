@@ -54,6 +54,7 @@ _LAZY = {
     "inspect": ("edgesynth.synthesis", "inspect"),
     "write": ("edgesynth.data.writers", "write"),
     "evaluate": ("edgesynth.evaluation.scoring", "evaluate"),
+    "load_schema": ("edgesynth.mechanisms.marginals.table", "load_schema"),
     "synthesize": ("edgesynth.pipeline", "synthesize"),
     "report": ("edgesynth.evaluation.report", "report"),
     "Keyring": ("edgesynth.fleet.keys", "Keyring"),
@@ -98,6 +99,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.fleet.storage import ingest, migrate
     from edgesynth.fleet.store import Store
     from edgesynth.manual import docs_path, docs_topics
+    from edgesynth.mechanisms.marginals.table import load_schema
     from edgesynth.pipeline import synthesize
     from edgesynth.planning import combine, plan
     from edgesynth.simulation import (
@@ -114,6 +116,7 @@ __all__ = [
     "plan", "combine", "load_config", "write_config",
     "read", "simulate", "simulate_windows", "simulate_publish", "window_schedule", "outside_fraction", "parse_time",
     "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize", "report",
+    "load_schema",
     "Keyring", "load_keyring", "new_key", "write_credentials", "new_fleet_key", "export_keys", "revoke_keys",
     "unrevoke_keys", "Store", "connect_store", "ingest", "migrate",
     "gateway", "publish",

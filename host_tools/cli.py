@@ -168,11 +168,17 @@ def _columns(text):
     return cols
 
 
-def _comparing_options(command):
+def _comparing_options(command=None, *, columns_required=True):
     """--real, --synthetic and --columns, for evaluate and report."""
+    if command is None:
+        return lambda c: _comparing_options(c, columns_required=columns_required)
     file = dict(required=True, type=click.Path(dir_okay=False, allow_dash=True))
     tail = ": CSV, Parquet if it ends in .parquet, '-' for stdin."
-    command = click.option("--columns", required=True, help="Columns to compare, comma separated.")(command)
+    command = click.option("--columns", required=columns_required,
+                           help="Columns to compare, comma separated" +
+                                ("." if columns_required else " (required without --schema; with it, the "
+                                 "files' columns for the schema's columns in order, default its names).")
+                           )(command)
     command = click.option("--synthetic", help="The synthetic rows" + tail, **file)(command)
     return click.option("--real", help="The real rows" + tail, **file)(command)
 
@@ -713,16 +719,24 @@ def sample(generator, count, seed, step, all_steps, output):
 
 # ----------------------------------------------------------------- evaluate
 @main.command()
-@_comparing_options
+@_comparing_options(columns_required=False)
 @click.option("--bounds", default=None, help="Box LO:HI[,...] for normalising (default: the range of both files).")
+@click.option("--schema", default=None, type=click.Path(dir_okay=False),
+              help="Tables over a public schema (a marginals generator's samples): the schema or the marginals "
+                   "config (JSON). Prints the average and max total variation over every 2- and 3-way marginal.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for subsampling and random queries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @_reading_options
-def evaluate(real, synthetic, columns, bounds, seed, as_json, missing, delimiter):
+def evaluate(real, synthetic, columns, bounds, schema, seed, as_json, missing, delimiter):
     """Compare synthetic rows with real ones (W1 per channel, joint W1, range queries)
-    beside a uniform baseline."""
-    cols = _columns(columns)
+    beside a uniform baseline; with --schema, tables of records: total
+    variation of every 2- and 3-way marginal."""
     read_once([real, synthetic], ["--real", "--synthetic"])
+    if schema is not None:
+        return _evaluate_table(real, synthetic, columns, schema, bounds, as_json, delimiter)
+    if columns is None:
+        raise InputError("evaluate needs --columns (or --schema for tables of records)")
+    cols = _columns(columns)
     x, y = _real_and_synthetic(real, synthetic, cols, missing, delimiter)
     with _Bar("evaluate", total=0) as bar:
         report = es.evaluate(x, y, cols, bounds=bounds or None, seed=seed, progress=bar.update)
@@ -730,6 +744,30 @@ def evaluate(real, synthetic, columns, bounds, seed, as_json, missing, delimiter
         _echo_json(report)
     else:
         _print_report(report)
+
+
+def _evaluate_table(real, synthetic, columns, schema, bounds, as_json, delimiter):
+    """evaluate --schema: both files' records (every row kept, values mapped
+    to cells by the schema) compared on every 2- and 3-way marginal."""
+    if bounds is not None:
+        raise InputError("--bounds applies to readings; tables over a --schema have its domains")
+    s = es.load_schema(schema)
+    cols = _columns(columns) if columns is not None else s.names
+    frames = [read_records(f, cols, delimiter) for f in (real, synthetic)]
+    report = es.evaluate(frames[0], frames[1], cols, schema=s)
+    if as_json:
+        _echo_json(report)
+        return
+    t = Table(title="table metrics: total variation (lower is better)")
+    for name in ("marginals", "count", "average TV", "max TV"):
+        t.add_column(name, justify="right" if name != "marginals" else "left")
+    for k in (2, 3):
+        r = report.get("tv_%dway" % k)
+        if r:
+            t.add_row("%d-way" % k, str(r["marginals"]), "%.4f" % r["average"], "%.4f" % r["max"])
+    Console().print(t)
+    click.echo("%d real and %d synthetic records over %s" % (report["rows"]["real"], report["rows"]["synthetic"],
+                                                             ", ".join(report["columns"])))
 
 
 def _print_report(report, err=False):

@@ -6,6 +6,8 @@ from edgesynth.config import check_bounds, parse_bounds
 from edgesynth.data.tables import as_table, column_names
 from edgesynth.errors import EvaluationInputError, InputError
 from edgesynth.evaluation.metrics import utility_report
+from edgesynth.evaluation.table_metrics import table_report
+from edgesynth.mechanisms.marginals.table import encode, load_schema
 
 
 def box(bounds, columns, x, y):
@@ -51,7 +53,7 @@ def compared(real, synthetic, columns, what):
     return x, y, names
 
 
-def evaluate(real, synthetic, columns=None, bounds=None, seed=0, *, progress=None):
+def evaluate(real, synthetic, columns=None, bounds=None, seed=0, *, progress=None, schema=None):
     """Utility figures of ``synthetic`` rows against ``real`` ones, beside a
     uniform baseline: a JSON-ready dict, what `edgesynth evaluate --json` prints.
 
@@ -73,7 +75,17 @@ def evaluate(real, synthetic, columns=None, bounds=None, seed=0, *, progress=Non
     ``range_query_error`` (mean absolute error of box fractions, in [0, 1]);
     ``w1_joint_floor`` is the subsampling floor of the joint figure. Lower
     is better.
+
+    schema: tables of records (a marginals generator's): the public schema
+        (a path of a JSON schema or config, a dict or a Schema). ``real`` and
+        ``synthetic`` are then DataFrames or dicts of columns of any values,
+        encoded to cells by the schema (an unknown or missing value is the
+        "other" cell), ``columns`` the data columns of the schema's columns
+        in order (default its names), and the result is table_report's:
+        average and max total variation over every 2- and 3-way marginal.
     """
+    if schema is not None:
+        return evaluate_table(real, synthetic, schema, columns)
     x, y, names = compared(real, synthetic, columns, "evaluate")
     lo, hi = box(bounds, names, x, y)
     try:
@@ -81,3 +93,16 @@ def evaluate(real, synthetic, columns=None, bounds=None, seed=0, *, progress=Non
     except (TypeError, ValueError) as e:
         raise InputError("seed must be an int >= 0 or a numpy Generator (%s)" % e)
     return utility_report(x, y, lo, hi, names, rng, progress=progress)
+
+
+def evaluate_table(real, synthetic, schema, columns=None):
+    """Table metrics (edgesynth.evaluation.table_metrics.table_report) of the
+    records ``synthetic`` against ``real`` over ``schema`` (see evaluate)."""
+    schema = load_schema(schema)
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    cells = [encode(schema, t, columns) for t in (real, synthetic)]
+    if not len(cells[0]) or not len(cells[1]):
+        raise EvaluationInputError("evaluate needs at least 1 real and 1 synthetic record, got %d and %d"
+                                   % (len(cells[0]), len(cells[1])))
+    return table_report(cells[0], cells[1], schema.sizes, schema.names)

@@ -40,3 +40,17 @@ def tv(real_cells, synth_cells, sizes, k):
     dists = [0.5 * float(np.abs(marginal(real, sizes, c) - marginal(synth, sizes, c)).sum())
              for c in itertools.combinations(range(d), k)]
     return float(np.mean(dists)), float(np.max(dists))
+
+
+def table_report(real_cells, synth_cells, sizes, names):
+    """JSON-ready table metrics of ``synth_cells`` against ``real_cells``
+    (as tv takes them) over columns ``names``: for k = 2 and 3 (those up to
+    the d columns) ``tv_<k>way`` = {"average", "max" (total variation, in
+    [0, 1], lower is better), "marginals": C(d, k)}, with the row counts."""
+    d = len(sizes)
+    out = {"columns": list(names), "rows": {"real": int(len(real_cells)), "synthetic": int(len(synth_cells))}}
+    for k in (2, 3):
+        if k <= d:
+            avg, top = tv(real_cells, synth_cells, sizes, k)
+            out["tv_%dway" % k] = {"average": avg, "max": top, "marginals": math.comb(d, k)}
+    return out
