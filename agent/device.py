@@ -31,7 +31,8 @@ from .wire import FORMAT, MAGIC, MAX_MECHANISMS, MECHANISMS, PAYLOAD_KEYS, RELAT
 # packages are the top-level agent and firmware_shims (targets/bundle.py). A
 # constant tuple of strings interns no names; building them at run time interned
 # eight, and MicroPython never frees an interned name (qstr).
-CONSTRUCTION = ("agent.privhp.build", "agent.cdf.build", "agent.profile.build", "agent.spec", "agent.dlap",
+CONSTRUCTION = ("agent.privhp.build", "agent.cdf.build", "agent.profile.build", "agent.marginals.build", "agent.spec",
+                "agent.dlap",
                 "firmware_shims.drbg", "firmware_shims.entropy", "firmware_shims.hmac256")
 # The same unload serves a continual mechanism (phdstream), which draws noise
 # at every step: its module binds agent.spec's draw and holds the DRBG, and
@@ -298,7 +299,13 @@ def mechanism_class(kind):
     if kind == "profile":
         from .profile import Profile
         return Profile
-    return PrivHP
+    if kind == "privhp":
+        return PrivHP
+    # a later kind (marginals): package agent/<kind>/, its class the kind
+    # capitalised, both names built here so that no device interns them
+    # unless it loads that package
+    name = kind[0].upper() + kind[1:]
+    return getattr(__import__(kind, globals(), None, (name,), 1), name)
 
 
 def routes(cfg, mechs):

@@ -9,7 +9,7 @@ FORMAT = 1          # config "format" and payload "fmt"
 MAGIC = b"ESF1"     # first element of every frame envelope
 # The mechanisms a config may name, in their registry order; one package each
 # in agent/ (and host_tools/mechanisms/ on the host).
-MECHANISMS = ("privhp", "cdf", "profile", "phdstream")
+MECHANISMS = ("privhp", "cdf", "profile", "phdstream", "marginals")
 MAX_MECHANISMS = 8  # per config and per frame
 RELATIONS = {"add-remove": 1, "replace": 2}  # neighbouring relation -> noise scale factor
 PAYLOAD_KEYS = ("device", "epoch", "eps", "fmt", "mechs", "relation", "seq")  # canonical key order

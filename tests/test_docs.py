@@ -47,7 +47,7 @@ CITED = re.compile(r"(?<![\w./<>-])((?:agent|firmware_shims|host_tools|docs|test
 NOT_CITATIONS = {"agent/m.py", "agent/n.py"}
 NOT_CITATIONS_IN = {"tests/test_imports.py", "tests/test_docs.py"}
 SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".hypothesis", ".pytest_cache", ".ruff_cache", ".benchmarks"}
-MECHANISM_PAGES = ("privhp", "cdf", "profile", "phdstream")
+MECHANISM_PAGES = ("privhp", "cdf", "profile", "phdstream", "marginals")
 
 
 def _sources():
