@@ -369,7 +369,7 @@ def _plan_marginals(ram_bytes, eps, schema, marginals, from_generator, relation,
         gen = from_generator
         if isinstance(gen, (str, os.PathLike)):
             gen = load_generator(read_input(os.fspath(gen), "a generator"), label(os.fspath(gen)))
-        model = getattr(gen, "model", gen)  # es.load's Generator wraps the mechanism's object
+        model = gen if isinstance(gen, MarginalsGenerator) else getattr(gen, "model", None)  # es.load's wraps it
         if not isinstance(model, MarginalsGenerator):
             raise InputError("--from-generator needs a marginals generator (edgesynth assemble of marginals frames)")
         if schema is not None and load_schema(schema).to_json() != model.schema.to_json():

@@ -191,11 +191,12 @@ def _arrow_table(frame, target):
 
     arrays = []
     for field in target:
-        vals = frame[field.name].tolist()
+        col = frame[field.name]
+        vals = [None if gap else v for v, gap in zip(col.tolist(), col.isna().tolist())]  # None, NaN, pandas.NA
         if pa.types.is_string(field.type):
             vals = [None if v is None else str(v) for v in vals]
         elif pa.types.is_floating(field.type):
-            vals = [None if v is None or v != v else float(v) for v in vals]
+            vals = [None if v is None else float(v) for v in vals]
         arrays.append(pa.array(vals, type=field.type))
     return pa.Table.from_arrays(arrays, schema=target)
 
