@@ -4,6 +4,7 @@ Measurements it carries, merge (docs/mechanisms/marginals.md, "Wire map").
 The map carries the public schema (names, domains), so a frame is
 self-describing: the host writes categorical values back from it alone.
 """
+import hashlib
 import math
 
 import numpy as np
@@ -132,6 +133,24 @@ class MarginalsState:
         return (self.schema.to_json(), self.cols, self.q, self.sigma, self.factor) == \
             (other.schema.to_json(), other.cols, other.q, other.sigma, other.factor) and \
             all(np.array_equal(a, b) for a, b in zip(self.groups, other.groups))
+
+    def config_id(self):
+        """Hex digest of every public parameter (schema, marginals, partitions,
+        budget split, relation); equal ids merge (edgesynth.merge)."""
+        h = hashlib.sha256()
+        for part in ("marginals", self.schema.to_json(), self.cols, self.q, self.sigma, self.factor):
+            h.update(repr(part).encode())
+        for g, grouped in zip(self.groups, self.grouped):
+            h.update(g.astype("<i4").tobytes() if grouped else b"nil")
+        return h.hexdigest()[:16]
+
+    def copy(self):
+        """A state whose totals can be added into without touching this one's."""
+        out = MarginalsState()
+        out.__dict__.update(self.__dict__)
+        out.totals = [t.copy() for t in self.totals]
+        out.var = self.var.copy()
+        return out
 
     def accumulate(self, other):
         """Add the totals of ``other`` (the same config, over disjoint
