@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 
+from edgesynth.channels import spec_names
 from edgesynth.config import for_device
 from edgesynth.errors import InputError
 from edgesynth.ram import TRANSPORT_SLOTS, frame_bound, transport_heap
@@ -75,7 +76,12 @@ def _write_block(fh, rows, int_channels):
 
 
 def _int_channels(cfg, rows):
-    return [isinstance(v, int) for v in rows[0]] if rows else [False] * len(cfg["mechanisms"][0]["lo"])
+    """Per channel: whether every reading holds an int there (written as
+    int64, else float64: a marginals cell column may hold NaN in some rows)."""
+    if rows:
+        return [all(isinstance(r[j], int) for r in rows) for j in range(len(rows[0]))]
+    m = cfg["mechanisms"][0]
+    return [False] * len(m["lo"] if "lo" in m else spec_names(m))
 
 
 def _bytes(seed):
