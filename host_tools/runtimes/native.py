@@ -5,8 +5,8 @@
     a.update_rows(array)            # (n, inputs) numpy array: one C call per mechanism
     frame = a.release()             # bytes, identical to agent.Agent's
 
-Every mechanism kind runs in C (privhp, cdf, profile), one or several per
-device, and the continual phdstream alone: one agent over many windows,
+Every mechanism kind runs in C (privhp, cdf, profile, marginals), one or
+several per device, and the continual phdstream alone: one agent over many windows,
 ``release()`` then ``next_window()`` per window (``run_native_stream``).
 The config is parsed and validated by the Python agent's own code, then its
 numbers are handed to C (host_tools/ccore.py, shared with the qemu runtime and
@@ -14,7 +14,9 @@ the firmware build); the noise, hashes, update and frame are the C core's. Per
 mechanism, integer readings on integer bounds take the integer path
 (es_privhp_i32.c, es_cdf.c); anything else takes the float path
 (es_privhp_f64.c, es_cdf_f64.c), which repeats the Python agent's float
-operations exactly. Profile ids are int32; phdstream events are integers.
+operations exactly. Profile ids are int32; phdstream events are integers;
+marginals records are cell indices, int32 or doubles (es_marginals_f64.c:
+floored; out of range, NaN or infinite -> the column's "other" cell).
 
 Where the extension was not built (no C compiler at install), ``NativeAgent``
 is the Python agent plus the vectorised ingestion of host_tools/runtimes/vectorized.py,
