@@ -85,6 +85,12 @@ def _frames(path, fh, key):
                 if hasattr(m, "describe"):  # cdf, profile
                     mechs.append(m.describe())
                     continue
+                if m.kind == "marginals":  # the frame carries its public schema
+                    mechs.append({"kind": m.kind, "columns": m.names, "sizes": m.sizes,
+                                  "marginals": [[m.names[i] for i in c] for c in m.cols],
+                                  "partitioned": int(sum(m.grouped)), "group_totals": sum(len(t) for t in m.totals),
+                                  "epsilon": "%d/%d" % m.budget, "config_id": m.config_id()})
+                    continue
                 mechs.append({"kind": m.kind, "channels": m.names, "lo": m.lo.tolist(), "hi": m.hi.tolist(),
                               "integer": [n for n, f in zip(m.names, m.integer) if f],
                               "r": m.r, "k": m.k, "L": m.L, "w": m.w, "j": m.j, "sketch": m.sketch,

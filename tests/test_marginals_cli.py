@@ -126,3 +126,15 @@ def test_bad_input_is_one_line_and_exit_2(files, args, message, monkeypatch, tmp
     monkeypatch.chdir(tmp_path)
     code, out, err = run(*[a.format(d=d) for a in args])
     assert code == 2 and message in err and err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def test_inspect_describes_marginals_frames_and_generators(files):
+    d = files
+    code, out, err = run("inspect", d / "f.bin")
+    assert code == 0, err
+    m = json.loads(out)["frames"][0]["mechanisms"][0]
+    assert m["kind"] == "marginals" and m["columns"] == ["site", "status", "hour", "temp"] and m["epsilon"] == 2
+    assert len(m["marginals"]) == 10 and m["group_totals"] == 4 + 4 + 5 + 9 + 16 + 20 + 36 + 20 + 36 + 45
+    code, out, err = run("inspect", d / "g.bin")
+    g = json.loads(out)
+    assert code == 0 and g["kind"] == "edgesynth-marginals-generator" and g["config_id"] == m["config_id"]
