@@ -305,10 +305,11 @@ def test_qemu_frames_identical_to_python(qemu, cpu, kind):
 
 
 def test_qemu_refuses_a_state_too_large_for_the_board(qemu):
-    """Every 1- and 2-way marginal of six 60-cell columns (~25 KB of totals)
-    does not fit the micro:bit's 16 KiB: refused with the linker's figure."""
+    """Every 1- and 2-way marginal of six 30-cell columns (13,680 totals,
+    about 55 KB) does not fit the micro:bit's 16 KiB: refused with the
+    linker's figure."""
     from edgesynth.runtimes.qemu import run_qemu
-    schema = {"columns": [{"name": "c%d" % i, "values": list(range(59))} for i in range(6)]}
+    schema = {"columns": [{"name": "c%d" % i, "values": list(range(29))} for i in range(6)]}
     cols = [[i] for i in range(6)] + [[i, j] for i in range(6) for j in range(i + 1, 6)]
     cfg = config({"kind": "marginals", "schema": schema, "cols": cols, "q": 1, "sigma": [1] * len(cols)})
     with pytest.raises(InputError, match="does not fit microbit"):
