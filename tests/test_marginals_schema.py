@@ -3,7 +3,10 @@ domains, the reserved "other" cell, round trips, and clear errors."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.marginals.schema import OTHER_CATEGORY, Schema
@@ -72,8 +75,57 @@ def test_decode_other_is_the_documented_sentinel_and_bins_are_uniform(schema):
     ({"columns": [{"name": "t", "bounds": [0, 1], "bins": 0}]}, "column 0 (t): bins must be an integer in [1, 4095]"),
     ({"columns": [{"name": "t", "bounds": [0, 1], "bins": 2, "values": [1]}]}, 'column 0 (t) must have "values"'),
     ({"columns": [{"name": "t", "bins": 2}]}, "got keys bins, name"),
+    ({"columns": [{"name": "t", "bounds": [1e15, 1e15 + 1], "bins": 100}]}, "narrower than a double's resolution"),
+    ({"columns": [{"name": "a", "values": [1 << 31]}]}, "outside int32"),
+    ({"columns": [{"name": "a", "values": ["v" * 65]}]}, "longer than 64"),
+    ({"columns": [{"name": "c%d" % i, "values": list(range(4095))} for i in range(2)]}, "at most 4096"),
 ])
 def test_schema_errors_name_the_column_and_field(obj, words):
     with pytest.raises(InputError) as e:
         Schema.from_json(obj)
     assert words in str(e.value)
+
+
+def test_missing_values_go_to_other_and_never_match_a_value():
+    """None, NaN, pandas.NA and NaT are "other" even where the schema has the
+    strings "None", "nan", "<NA>" and "NaT" as values; those strings match."""
+    sch = Schema.from_json({"columns": [{"name": "s", "values": ["None", "nan", "<NA>", "NaT", "x"]}]})
+    missing = pd.Series([None, np.nan, pd.NA, pd.NaT, float("nan")], dtype=object)
+    assert sch.encode_column(0, missing).tolist() == [5] * 5
+    assert sch.encode_column(0, pd.array([None, "x"], dtype="string")).tolist() == [5, 4]
+    assert sch.encode_column(0, ["None", "nan", "<NA>", "NaT"]).tolist() == [0, 1, 2, 3]
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True)
+
+
+@st.composite
+def binned(draw):
+    """A binned column whose bins are wider than float resolution, with any
+    magnitude of bounds (huge, tiny, subnormal)."""
+    lo, hi = sorted((draw(finite), draw(finite)))
+    k = draw(st.integers(1, 4095))
+    try:
+        return Schema.from_json({"columns": [{"name": "t", "bounds": [lo, hi], "bins": k}]})
+    except InputError:
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(binned(), st.integers(0, 2**32 - 1))
+def test_binned_decode_and_encode_are_exact_inverses(sch, seed):
+    """Every decoded number lies in its bin and encodes back to its cell, the
+    bounds and the edges themselves included."""
+    if sch is None:
+        return
+    k = sch.sizes[0] - 1
+    cells = np.concatenate([np.arange(k + 1), np.random.default_rng(seed).integers(0, k + 1, 64)])
+    x = sch.decode_column(0, cells, np.random.default_rng(seed))
+    assert np.array_equal(sch.encode_column(0, x), cells)
+    lo, hi = sch.columns[0]["bounds"]
+    with np.errstate(over="ignore"):  # as the schema computes them
+        edges = np.linspace(lo, hi, k + 1)
+    assert sch.encode_column(0, edges).tolist() == list(range(k)) + [k - 1]
+    with np.errstate(over="ignore"):  # past the largest double: inf, also "other"
+        outside = [np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)]
+    assert sch.encode_column(0, outside).tolist() == [k, k]

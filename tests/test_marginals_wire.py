@@ -249,3 +249,14 @@ def test_max_objects_is_the_largest_legal_map():
     m = payload(device(spec))
     assert _objects(m) == MAX_OBJECTS
     assert len(MarginalsState.from_payload(m, 1).measurements()) == 256
+
+
+def test_measurement_check_refuses_a_column_outside_the_schema():
+    from edgesynth.errors import InputError
+    from edgesynth.mechanisms.marginals.measure import Measurement
+
+    for cols in [(-1,), (-1, 0), (0, 3)]:
+        m = Measurement.ungrouped(cols, np.zeros(9 if len(cols) == 2 else 3), 1.0)
+        with pytest.raises(InputError, match="names column (-1|3) of a 3-column schema"):
+            m.check([3, 3, 3])
+    Measurement.ungrouped((0, 2), np.zeros(9), 1.0).check([3, 3, 3])

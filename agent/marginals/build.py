@@ -58,8 +58,8 @@ def parse(m, spec, factor):
             if not isinstance(i, int) or isinstance(i, bool) or i < 0 or i >= d or (k and i <= c[k - 1]):
                 raise ConfigError("marginals.cols[%d] must list increasing column indices in [0, %d)" % (w, d))
             cells *= m.sizes[i]
-        if cells > MAX_CELLS:
-            raise ConfigError("marginals.cols[%d] has %d cells, more than %d" % (w, cells, MAX_CELLS))
+            if cells > MAX_CELLS:  # checked per factor: no product reaches 2**30 (MAX_CELLS * MAX_SIZE)
+                raise ConfigError("marginals.cols[%d] has more than %d cells" % (w, MAX_CELLS))
         for v in range(w):
             if m.cols[v] == tuple(c):
                 raise ConfigError("marginals.cols[%d] repeats marginal %d" % (w, v))

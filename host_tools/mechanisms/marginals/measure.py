@@ -53,8 +53,9 @@ class Measurement:
 
     def check(self, sizes):
         """InputError unless this measurement fits a schema of column ``sizes``."""
-        if self.cols[-1] >= len(sizes):
-            raise InputError("a measurement names column %d of a %d-column schema" % (self.cols[-1], len(sizes)))
+        if self.cols[0] < 0 or self.cols[-1] >= len(sizes):
+            bad = self.cols[0] if self.cols[0] < 0 else self.cols[-1]
+            raise InputError("a measurement names column %d of a %d-column schema" % (bad, len(sizes)))
         cells = math.prod(sizes[c] for c in self.cols)
         if len(self.groups) != cells:
             raise InputError("a measurement on columns %r has %d cells, the schema gives %d"

@@ -8,7 +8,10 @@
 A categorical column (``values``: strings, integers or finite floats, all
 distinct, also as strings) has len(values) + 1 cells; a binned column
 (``bounds`` [lo, hi], ``bins`` k) has k + 1 cells: bin b holds
-lo + b*w <= x < lo + (b+1)*w with w = (hi - lo) / k, and x = hi is in bin k-1.
+e[b] <= x < e[b+1] for the edges e = numpy.linspace(lo, hi, k + 1), and
+x = hi is in bin k-1. The edges must be distinct doubles (a bin narrower
+than float resolution could hold no value), so that decoding and encoding
+are exact inverses: every decoded number encodes back to its bin.
 The last cell of every column is the reserved "other" cell: a value outside
 the domain (an unknown category, a number outside [lo, hi], NaN, a missing
 value) is counted there, never dropped.
@@ -42,6 +45,7 @@ class Schema:
         self.names = [c["name"] for c in columns]
         self.sizes = [len(c["values"]) + 1 if "values" in c else c["bins"] + 1 for c in columns]
         self._lookup = [_lookup(c["values"]) if "values" in c else None for c in columns]
+        self._edges = [None if "values" in c else _edges(c) for c in columns]
 
     @classmethod
     def from_json(cls, obj):
@@ -76,14 +80,13 @@ class Schema:
         if "values" in col:
             lookup = self._lookup[i]
             return np.fromiter((lookup.get(_key(v), other) for v in _as_list(values)), dtype=np.int64)
-        lo, hi = col["bounds"]
-        k = col["bins"]
+        e = self._edges[i]
         x = _as_numbers(values)
         with np.errstate(invalid="ignore"):
-            inside = (x >= lo) & (x <= hi)  # False for NaN
-            b = np.floor((np.where(inside, x, lo) - lo) * (k / (hi - lo)))
-        b = np.clip(b, 0, k - 1).astype(np.int64)  # x = hi (and rounding just below it) in the last bin
-        return np.where(inside, b, other)
+            inside = (x >= e[0]) & (x <= e[-1])  # False for NaN
+        b = np.searchsorted(e, np.where(inside, x, e[0]), side="right") - 1
+        b = np.minimum(b, len(e) - 2)  # x = hi in the last bin
+        return np.where(inside, b, other).astype(np.int64)
 
     def decode_column(self, i, cells, rng):
         """Values of column ``i`` for the cell indices ``cells``: a
@@ -99,12 +102,14 @@ class Schema:
             table[:-1] = col["values"]
             table[-1] = OTHER_CATEGORY
             return table[cells]
-        lo, hi = col["bounds"]
-        k = col["bins"]
-        w = (hi - lo) / k
-        u = rng.random(cells.shape)
-        x = lo + (np.minimum(cells, k - 1) + u) * w
-        x = np.minimum(x, np.nextafter(lo + (np.minimum(cells, k - 1) + 1) * w, -np.inf))  # stay inside the bin
+        e = self._edges[i]
+        k = len(e) - 1
+        b = np.minimum(cells, k - 1)
+        left, right = e[b], e[b + 1]
+        x = left + rng.random(cells.shape) * (right - left)
+        # rounding may reach the right edge: stay inside the bin (the last bin holds hi itself)
+        top = np.where(b == k - 1, right, np.nextafter(right, -np.inf))
+        x = np.clip(x, left, top)
         return np.where(cells == k, OTHER_NUMBER, x)
 
 
@@ -141,15 +146,38 @@ def _column(i, c):
             raise InputError("%s: hi - lo overflows a double" % what)
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SIZE - 1:
             raise InputError("%s: bins must be an integer in [1, %d]" % (what, MAX_SIZE - 1))
-        return {"name": name, "bounds": [float(b[0]), float(b[1])], "bins": k}
+        col = {"name": name, "bounds": [float(b[0]), float(b[1])], "bins": k}
+        e = _edges(col)
+        if not (np.all(np.isfinite(e)) and np.all(np.diff(e) > 0)):
+            raise InputError("%s: %d bins of [%r, %r] are narrower than a double's resolution there; "
+                             "use fewer bins" % (what, k, b[0], b[1]))
+        return col
     raise InputError('%s must have "values", or "bounds" and "bins" (got keys %s)' % (what, ", ".join(sorted(keys))))
+
+
+def _edges(col):
+    """float64 bin edges of a checked binned column."""
+    lo, hi = col["bounds"]
+    with np.errstate(over="ignore"):  # k * step may round past the largest double; the last edge is set to hi
+        return np.linspace(lo, hi, col["bins"] + 1)
+
+
+def _missing(v):
+    """None, NaN, pandas.NA or NaT: the values unequal to themselves."""
+    if v is None:
+        return True
+    try:
+        return bool(v != v)
+    except TypeError:  # pandas.NA: its comparisons are NA, whose truth is undefined
+        return True
 
 
 def _key(v):
     """The lookup key of a value: its text, so that a CSV's "3" matches the
     schema's 3 (an integral float matches its integer: 3.0 is "3"). A
-    missing value (None, NaN) has the key None, which no value has."""
-    if v is None or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
+    missing value (None, NaN, pandas.NA, NaT) has the key None, which no
+    value has (the string "None" is a value like any other)."""
+    if _missing(v) or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
         return None
     if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
         return str(int(v))
