@@ -20,7 +20,7 @@ from edgesynth.mechanisms.profile.plan import plan_profile
 from edgesynth.runtimes import native
 from edgesynth.runtimes.cpython import run_cpython
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="the native core is not built")
+needs_native = pytest.mark.skipif(not native.available(), reason="the native core (cffi) is not built")
 
 
 def random_schema(rng, d):
@@ -105,6 +105,7 @@ def python_frame(cfg, data, **kw):
 KW = dict(seed=b"marginals-native", device_id="dev-marg", epoch=7, seq=2)
 
 
+@needs_native
 @pytest.mark.parametrize("seed", range(40))
 def test_native_frames_identical_to_python_on_random_configs(seed):
     rng = np.random.default_rng(seed)
@@ -122,6 +123,7 @@ def test_native_frames_identical_to_python_on_random_configs(seed):
     assert one.release() == want
 
 
+@needs_native
 def test_beside_another_mechanism_reading_its_own_columns():
     """Marginals and a profile on one device: each reads its named columns
     of the record (the profile's id is the marginals' second column)."""
@@ -136,6 +138,7 @@ def test_beside_another_mechanism_reading_its_own_columns():
     assert native.run_native(cfg, data, **KW) == want
 
 
+@needs_native
 def test_device_memory_is_exactly_the_group_totals():
     rng = np.random.default_rng(5)
     for _ in range(10):
@@ -164,6 +167,7 @@ def _c_cfg(ffi, keep, **over):
     return cfg
 
 
+@needs_native
 def test_c_core_refuses_parameters_that_would_break_memory_or_budget():
     """es_marginals_mem_size is 0 (and init refuses) for what the host never
     sends: a group id beyond G, a column out of order, 4-way marginals,
@@ -181,6 +185,7 @@ def test_c_core_refuses_parameters_that_would_break_memory_or_budget():
         assert lib.es_marginals_init(st, cfg, 1, mem, 256) == native.ES_E_CONFIG
 
 
+@needs_native
 def test_a_full_state_refuses_release():
     """Totals hold |noise| < 2**29 plus one per record: the record beyond
     ES_MAX_ITEMS is refused (ES_E_FULL) and the state is never released."""
@@ -195,6 +200,7 @@ def test_a_full_state_refuses_release():
         a.release()
 
 
+@needs_native
 def test_bad_specs_are_refused_by_the_python_checks():
     spec = random_spec(np.random.default_rng(4), d=3)
     bad = dict(spec, cols=[[1, 0]], sigma=[1])
