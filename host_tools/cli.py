@@ -25,7 +25,7 @@ import edgesynth as es
 from edgesynth.agent.cdf.build import MAX_BINS
 from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
-from edgesynth.channels import column_map, parse_columns
+from edgesynth.channels import column_map, parse_columns, spec_names
 from edgesynth.data.files import read_table
 from edgesynth.data.tables import MISSING_RULES
 from edgesynth.data.tables import Table as Rows
@@ -403,7 +403,7 @@ def combine(configs, output):
     read_once(configs)  # one of CONFIGS may be '-' (stdin)
     cfg = es.combine(configs)
     es.write_config(output, cfg)
-    names = " + ".join("%s(%s)" % (m["kind"], ",".join(m.get("names") or [])) for m in cfg["mechanisms"])
+    names = " + ".join("%s(%s)" % (m["kind"], ",".join(spec_names(m))) for m in cfg["mechanisms"])
     click.echo("wrote %s: %s; epsilon %s; counters %d B in all, plus the runtime's overhead (not measured for "
                "combined configs: no RAM check)"
                % (_shown(output), names, cfg["plan"]["epsilon"], cfg["plan"]["counter_bytes"]), err=is_stdio(output))

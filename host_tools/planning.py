@@ -222,8 +222,11 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
     eps = parse_epsilon(epsilon)
     ram_bytes = parse_size(ram, "--ram") if ram is not None else None
     if mechanism == "marginals":
-        if transport is not None:
-            raise InputError("--transport is not planned for marginals yet")
+        given = [o for o, v in (("--bounds", bounds), ("--names", names), ("--integer", integer), ("--bins", bins),
+                                ("--transport", transport)) if v is not None]
+        if given:
+            raise InputError("%s do(es) not apply to --mechanism marginals: its schema names the columns and "
+                             "their domains" % ", ".join(given))
         return _plan_marginals(ram_bytes, eps, schema, marginals, from_generator, relation, device_runtime)
     if schema is not None or marginals is not None or from_generator is not None:
         raise InputError("--schema, --marginals and --from-generator apply to --mechanism marginals")

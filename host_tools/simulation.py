@@ -351,6 +351,10 @@ def simulate(cfg, data, seed=None, *, runtime="cpython", columns=None, device_id
     missing: a row with a missing value (NaN, None, pandas.NA) in a column
         fed, or a missing op, is skipped ("skip"; es.read(data) counts them)
         or an InputError ("error"). Skipping depends on that row only: event-level safe.
+        A marginals config's schema columns take any values (text, numbers),
+        mapped to cell indices by its schema before the runtime sees them; a
+        value outside the domain or missing is the column's "other" cell, so
+        ``missing`` applies only to other mechanisms' channels.
     progress: optional callable given the number of readings consumed.
 
     Returns bytes: one frame, or with ``window`` every window's frame.

@@ -103,7 +103,9 @@ class Generator:
     """A generator of synthetic rows assembled from released frames.
 
     Sampling is post-processing: any number of rows costs no further
-    privacy. ``kind`` is the mechanism ("privhp", "cdf", "profile"),
+    privacy. ``kind`` is the mechanism ("privhp", "cdf", "profile",
+    "phdstream", "marginals"; a marginals generator is ``tabular``: its rows
+    are tables with its schema's values, see tables),
     ``names`` the column names of its rows, ``model`` the mechanism's own
     object (with the array sampler ``model.sample(n, rng)``). A profile's
     rows are per-id counts drawn from the estimated profile (one column,

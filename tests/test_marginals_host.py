@@ -191,3 +191,24 @@ def test_every_pair_and_triple_is_scored():
     report = es.evaluate(df, df, schema=SCHEMA)
     assert report["tv_2way"]["max"] == 0 and report["tv_3way"]["marginals"] == len(
         list(itertools.combinations(range(4), 3)))
+
+
+def test_a_combined_config_encodes_the_schema_columns_and_reads_the_others_as_numbers():
+    m = es.plan(mechanism="marginals", schema=SCHEMA, epsilon=1, marginals="site,status;hour")
+    c = es.plan({"load": (0, 100)}, epsilon=1, mechanism="cdf", bins=16, ram="32K")
+    both = es.combine([m, c])
+    df = records(600, 6).assign(load=np.random.default_rng(0).uniform(0, 100, 600))
+    df.loc[3, "load"] = np.nan  # a missing number skips its row for every mechanism of the device
+    frame = es.simulate(both, df, seed=1)
+    assert frame == es.simulate(both, df, seed=1, runtime="numpy")
+    assert frame == es.simulate(both, df.drop(index=3), seed=1)
+    kinds = [s.kind for s in es.read_frames(frame)[0].mechs]
+    assert kinds == ["marginals", "cdf"]
+    assert es.assemble(frame, mechanism="marginals").tabular
+
+
+def test_plan_refuses_options_of_other_mechanisms():
+    with pytest.raises(InputError, match="--bounds, --names do\\(es\\) not apply to --mechanism marginals"):
+        es.plan({"a": (0, 1)}, mechanism="marginals", schema=SCHEMA, epsilon=1, names=["a"])
+    with pytest.raises(InputError, match="apply to --mechanism marginals"):
+        es.plan({"a": (0, 1)}, mechanism="cdf", bins=4, schema=SCHEMA, epsilon=1)
