@@ -50,9 +50,9 @@ C_PHDSTREAM_OVERHEAD = 2048
 # 35 KiB charged before (its 32-bit estimate 263,865 B > 256 KiB).
 RUNTIME_OVERHEAD = {
     "micropython": {"cms": 20 * 1024, "cs": 22 * 1024, "cdf": 20 * 1024, "profile": 21 * 1024,
-                    "phdstream": 38 * 1024},
+                    "phdstream": 38 * 1024, "marginals": 22 * 1024},
     "c": {"cms": C_CORE_OVERHEAD, "cs": C_CORE_OVERHEAD, "cdf": C_CORE_OVERHEAD, "profile": C_CORE_OVERHEAD,
-          "phdstream": C_PHDSTREAM_OVERHEAD},
+          "phdstream": C_PHDSTREAM_OVERHEAD, "marginals": C_CORE_OVERHEAD},
 }
 
 
@@ -76,7 +76,37 @@ TRANSPORT_SLOTS = 16
 # unpacks (PrivHP: one per tree level and sketch row, the row's 4 or 8 hash
 # parameters in it; CDF: one per channel and level). Linear upper fits, in
 # multiples of 32 B, of bench_memory.py's grids.
-SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (0, 0), "phdstream": (256, 0)}
+SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (0, 0), "phdstream": (256, 0),
+               "marginals": (512, 256)}
+
+
+# marginals on MicroPython, beyond SHAPE_BYTES (per column, per marginal), in
+# 32-bit pool bytes (benchmarks/bench_marginals_memory.py): the state keeps
+# its public schema for the release, so every categorical value stays on the
+# heap: its list slot and JSON parse slack (MARGINALS_VALUE_BYTES), and a
+# string's object (16 B) with its data in 16-byte GC blocks, a float's boxed
+# object (16 B); a partitioned marginal's group ids arrive as a JSON list,
+# alive beside their array('H') copy while the state is built (the grid
+# measured 8.3 B per cell and 26 B per value of 12-character strings and
+# small ints).
+MARGINALS_VALUE_BYTES = 8
+MARGINALS_MAP_CELL_BYTES = 10
+
+
+def marginals_transient(schema, groups):
+    """Pool bytes a marginals spec with this ``schema`` (JSON) and ``groups``
+    (null or a list of group ids per marginal) needs beyond its counters and
+    shape terms (heap_need's ``transient``)."""
+    total = 0
+    for c in schema["columns"]:
+        for v in c.get("values", ()):
+            total += MARGINALS_VALUE_BYTES
+            if isinstance(v, str):
+                total += 16 + 16 * -(-(len(v.encode()) + 1) // 16)
+            elif isinstance(v, float):
+                total += 16
+    cells = sum(len(g) for g in groups if g is not None)
+    return total + MARGINALS_MAP_CELL_BYTES * cells
 
 
 # MicroPython's GC keeps 2 allocation-table bits and 1 finaliser bit per
@@ -199,7 +229,7 @@ def _no_noise(mechs):
 
 def heap_need(counters, runtime, kind, channels=0, arrays=0, transient=0):
     """Device RAM in bytes for one state of mechanism ``kind`` ("cms", "cs"
-    for PrivHP, "cdf", "profile", "phdstream") of ``counters`` bytes: what
+    for PrivHP, "cdf", "profile", "phdstream", "marginals") of ``counters`` bytes: what
     --ram is checked against.
 
     c: counters + C_CORE_OVERHEAD. micropython: the GC pool holds the
@@ -207,7 +237,7 @@ def heap_need(counters, runtime, kind, channels=0, arrays=0, transient=0):
     shape terms (SHAPE_BYTES per channel and per counter array) and
     ``transient`` bytes live beside them at the peak (phdstream: the zero
     buffers its largest arrays are built from, which do not halve on 32
-    bits); the heap adds the GC's tables (2.3% of the heap, so of the
+    bits; marginals: marginals_transient); the heap adds the GC's tables (2.3% of the heap, so of the
     counters too: a constant charge alone would fall short for large states).
     """
     base = RUNTIME_OVERHEAD[runtime][kind]

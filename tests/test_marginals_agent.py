@@ -204,3 +204,20 @@ def test_combined_with_a_cdf_in_one_config():
     assert all(np.array_equal(x.y - z.y, t) for x, z, t in
                zip(rel.mechs[0].measurements(), noise.measurements(), true_totals(m, rows)))
     assert json.loads(json.dumps(cfg)) == cfg  # JSON-ready
+
+
+def test_micropython_plan_runs_in_its_ram_and_is_refused_below_it():
+    """plan --device-runtime micropython charges the measured base, shape and
+    schema terms (host_tools/ram.py): a 40 KiB plan runs in a 40 KiB heap; a
+    budget below the charge is refused in one line."""
+    _micropython()
+    from edgesynth.errors import InputError
+    from edgesynth.runtimes.micropython import run_micropython
+    cfg = plan_marginals(SCHEMA, Fraction(1), ram=40 * 1024, runtime="micropython", partitions=PART)
+    assert cfg["plan"]["device_runtime"] == "micropython" and cfg["plan"]["expected_peak_bytes"] <= 40 * 1024
+    rows = cells(raw_table(300, 7))
+    assert run_micropython(cfg, rows, 40 * 1024, seed=SEED) == run_cpython(cfg, rows, seed=SEED)
+    with pytest.raises(InputError, match="for the micropython runtime\\); --ram gives 20480"):
+        plan_marginals(SCHEMA, Fraction(1), ram=20 * 1024, runtime="micropython")
+    with pytest.raises(InputError, match="not 'qemu'"):
+        plan_marginals(SCHEMA, Fraction(1), runtime="qemu")

@@ -188,8 +188,8 @@ def test_planner_refusals_are_clear():
         plan_marginals(SCHEMA, Fraction(1), marginals=[(0,), (1,)], partitions={(2,): [0, 0, 0, 0, 0]})
     with pytest.raises(InputError, match="ids 0..G-1 each used"):
         plan_marginals(SCHEMA, Fraction(1), partitions={(2,): [0, 0, 2, 2, 2]})
-    with pytest.raises(InputError, match="c runtime only"):
-        plan_marginals(SCHEMA, Fraction(1), runtime="micropython")
+    with pytest.raises(InputError, match="for the c or micropython runtime, not 'native'"):
+        plan_marginals(SCHEMA, Fraction(1), runtime="native")
     cfg = plan_marginals(SCHEMA, Fraction(1), ram=65536)
     assert cfg["plan"]["counter_bytes"] == 4 * cfg["plan"]["group_totals"]
 

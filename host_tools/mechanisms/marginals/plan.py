@@ -27,7 +27,7 @@ from edgesynth.budget import Q_BITS
 from edgesynth.config import device_config
 from edgesynth.errors import InputError
 from edgesynth.noise import dlap_variance
-from edgesynth.ram import C_CORE_OVERHEAD, ram_notes, require_fit
+from edgesynth.ram import RUNTIME_OVERHEAD, heap_need, marginals_transient, ram_notes, require_fit
 
 WEIGHT_BITS = 40  # sqrt weights as isqrt(G * 2**40): 20 bits of fraction
 
@@ -61,12 +61,15 @@ def plan_marginals(schema, eps, ram=None, runtime="c", relation="add-remove", ma
     ``partitions``: optional {column tuple: list of one group id per cell
     (C order)}, public partitions, e.g. from an earlier window's model.
     ``ram`` (bytes, optional): refuse a state that does not fit the ``runtime``
-    ("c" only in this slice: 4 bytes per group total, 2 per cell of a
-    partitioned marginal's group map, plus the C core's fixed charge).
+    ("c" or "micropython": 4 bytes per group total, 2 per cell of a
+    partitioned marginal's group map, plus the runtime's measured charge,
+    edgesynth.ram.heap_need: the C core's fixed charge, or MicroPython's base
+    and per-column and per-marginal shape terms).
     InputError, in one line, for a config no device can run.
     """
-    if runtime != "c":
-        raise InputError("marginals plans for the c runtime only so far (no measured MicroPython charge yet)")
+    if runtime not in RUNTIME_OVERHEAD:
+        raise InputError("marginals plans for the %s runtime, not %r"
+                         % (" or ".join(sorted(RUNTIME_OVERHEAD)), runtime))
     sizes = schema.sizes
     d = len(sizes)
     cols = [tuple(c) for c in (candidates(d) if marginals is None else marginals)]
@@ -107,7 +110,8 @@ def plan_marginals(schema, eps, ram=None, runtime="c", relation="add-remove", ma
             raise InputError("marginals: epsilon %s over %d marginals leaves the marginal %r a noise scale above "
                              "2**22; raise epsilon or measure fewer marginals" % (eps, len(cols), c))
     counters = 4 * sum(ngroups) + map_bytes
-    need = counters + C_CORE_OVERHEAD
+    need = heap_need(counters, runtime, "marginals", channels=d, arrays=len(cols),
+                     transient=marginals_transient(schema.to_json(), groups))
     require_fit(ram, need, counters, runtime, "marginals over %d marginals (%d group totals)"
                 % (len(cols), sum(ngroups)))
     mech = {"kind": "marginals", "schema": schema.to_json(), "cols": [list(c) for c in cols],
