@@ -116,6 +116,11 @@ def test_plan_from_generator_and_given_marginals(files):
     (("sample", "{d}/bad.bin", "-o", "x.csv"), "bad.bin"),
     (("evaluate", "--real", "{d}/real.csv", "--synthetic", "{d}/real.csv", "--schema", "{d}/real.csv"),
      "not a JSON schema"),
+    (("simulate", "--config", "{d}/cfg.json", "--input", "{d}/g.bin", "-o", "x.bin"), "is a generator, not a CSV"),
+    (("simulate", "--config", "{d}/cfg.json", "--input", "{d}/short.csv", "-o", "x.bin"), "Expected 4 columns"),
+    (("simulate", "--config", "{d}/cfg.json", "--input", "{d}/noise.csv", "-o", "x.bin"), "not UTF-8"),
+    (("evaluate", "--real", "{d}/real.csv", "--synthetic", "{d}/other.csv", "--schema", "{d}/schema.json"),
+     "no column 'site' (columns: a, b)"),
     (("simulate", "--config", "{d}/cfg.json", "--input", "{d}/real.csv", "--window", "60", "--time-column", "t",
       "--start", "0", "--end", "60", "-o", "x.bin"), "es.simulate_windows"),
 ])
@@ -123,6 +128,9 @@ def test_bad_input_is_one_line_and_exit_2(files, args, message, monkeypatch, tmp
     d = files
     gen = (d / "g.bin").read_bytes()
     (d / "bad.bin").write_bytes(gen[:40] + b"\x00" * 8 + gen[48:])  # a damaged generator file
+    (d / "short.csv").write_text("site,status,hour,temp\nnorth,ok,1\n")
+    (d / "noise.csv").write_bytes(bytes(np.random.default_rng(0).integers(128, 256, 3000, dtype=np.uint8)))
+    (d / "other.csv").write_text("a,b\n1,2\n")
     monkeypatch.chdir(tmp_path)
     code, out, err = run(*[a.format(d=d) for a in args])
     assert code == 2 and message in err and err.startswith("error: ") and err.count("\n") == 1, err

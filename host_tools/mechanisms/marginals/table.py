@@ -20,12 +20,14 @@ import numpy as np
 from edgesynth.data.files import DELIMITERS
 from edgesynth.data.tables import column_names
 from edgesynth.errors import InputError
+from edgesynth.filekind import check as check_kind
 from edgesynth.mechanisms.marginals.schema import Schema
 from edgesynth.outputs import atomic_output
 from edgesynth.stdio import is_stdio, read_input, stdout_bytes
 from edgesynth.stdio import label as path_label
 
 MAX_SCHEMA = 1 << 22  # bytes of a schema or config file
+MAX_HEADER = 1 << 20  # bytes of a CSV header line
 
 
 def load_schema(source):
@@ -95,6 +97,7 @@ def read_records(source, columns, delimiter=None):
 
     label = path_label(os.fspath(source))
     data = read_input(os.fspath(source), "a table")
+    check_kind(os.fspath(source), ("table", "parquet"), data)  # a frame, generator, ...: say which
     cols = [str(c) for c in columns]
     if data[:4] == b"PAR1" or (not is_stdio(source) and label.lower().endswith(".parquet")):
         frame = _parquet(data, label, cols)
@@ -122,7 +125,10 @@ def _csv(data, label, cols, delimiter):
 
     if data[:3] == b"\xef\xbb\xbf":
         data = data[3:]
-    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    try:
+        first = data[:MAX_HEADER].split(b"\n", 1)[0].decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("%s: the header line is not UTF-8 text: not a CSV table" % label)
     if delimiter is None:
         delimiter = max(DELIMITERS, key=lambda d: (first.count(d), -DELIMITERS.index(d)))
     elif len(delimiter) != 1:
@@ -131,7 +137,7 @@ def _csv(data, label, cols, delimiter):
     header = [h.strip() for h in header]
     absent = [c for c in cols if c not in header]
     if absent:
-        raise InputError("%s has no column %r (columns: %s)" % (label, absent[0], ", ".join(header)))
+        raise InputError("%s has no column %r (columns: %s)" % (label, absent[0], _shown(header)))
     try:
         table = pcsv.read_csv(
             io.BytesIO(data), read_options=pcsv.ReadOptions(column_names=header, skip_rows=1),
@@ -141,6 +147,12 @@ def _csv(data, label, cols, delimiter):
     except (pa.ArrowException, ValueError) as e:
         raise InputError("%s: not a readable CSV table (%s)" % (label, str(e).splitlines()[0] if str(e) else e))
     return {c: pc.utf8_trim_whitespace(table.column(c)).to_numpy(zero_copy_only=False) for c in cols}
+
+
+def _shown(names):
+    """Column names for a message: at most 20, each at most 40 characters."""
+    out = ", ".join(n if len(n) <= 40 else n[:40] + "..." for n in names[:20])
+    return out + (", ..." if len(names) > 20 else "")
 
 
 def _parquet(data, label, cols):
@@ -153,7 +165,7 @@ def _parquet(data, label, cols):
         names = pf.schema_arrow.names
         absent = [c for c in cols if c not in names]
         if absent:
-            raise InputError("%s has no column %r (columns: %s)" % (label, absent[0], ", ".join(names)))
+            raise InputError("%s has no column %r (columns: %s)" % (label, absent[0], _shown(names)))
         table = pf.read(columns=cols)
     except (OSError, pa.ArrowException) as e:
         raise InputError("%s: not a readable Parquet file (%s)" % (label, e))
