@@ -212,3 +212,11 @@ def test_plan_refuses_options_of_other_mechanisms():
         es.plan({"a": (0, 1)}, mechanism="marginals", schema=SCHEMA, epsilon=1, names=["a"])
     with pytest.raises(InputError, match="apply to --mechanism marginals"):
         es.plan({"a": (0, 1)}, mechanism="cdf", bins=4, schema=SCHEMA, epsilon=1)
+
+
+def test_encoding_once_per_distinct_value_equals_the_schema_per_row():
+    schema = Schema.from_json({"columns": [{"name": "c", "values": ["a", 3, 2.5, "7"]}]})
+    vals = ["a", 3, 3.0, "3", 2.5, "2.5", 7, "7", None, float("nan"), pd.NA, "b", 4, "a ", True]
+    for col in (vals, pd.Series(vals, dtype=object), np.array(vals, dtype=object)):
+        assert encode(schema, {"c": col})[:, 0].tolist() == schema.encode_column(0, vals).tolist()
+    assert encode(schema, {"c": np.array([3, 7, 4])})[:, 0].tolist() == [1, 3, 4]
