@@ -220,3 +220,14 @@ def test_encoding_once_per_distinct_value_equals_the_schema_per_row():
     for col in (vals, pd.Series(vals, dtype=object), np.array(vals, dtype=object)):
         assert encode(schema, {"c": col})[:, 0].tolist() == schema.encode_column(0, vals).tolist()
     assert encode(schema, {"c": np.array([3, 7, 4])})[:, 0].tolist() == [1, 3, 4]
+
+
+@pytest.mark.parametrize("ext", ["csv", "parquet"])
+def test_a_column_of_mixed_kinds_is_written_as_text_and_reads_back(tmp_path, ext):
+    schema = Schema.from_json({"columns": [{"name": "c", "values": ["a", 1, 2.5]},
+                                           {"name": "k", "values": [10, 20]}]})
+    cells = np.array([[0, 0], [1, 1], [2, 2], [3, 0]])
+    from edgesynth.mechanisms.marginals.model import to_table
+    path = tmp_path / ("m." + ext)
+    write_tables(path, schema, [to_table(schema, cells, np.random.default_rng(0))])
+    assert np.array_equal(read_cells(path, schema), cells)

@@ -212,18 +212,28 @@ def arrow_schema(schema):
     return pa.schema(fields)
 
 
-def _arrow_table(frame, target):
+def _mixed(schema):
+    """Names of the categorical columns written as text whose values are not all strings."""
+    return {c["name"] for c in schema.columns if "values" in c and any(isinstance(v, str) for v in c["values"])
+            and not all(isinstance(v, str) for v in c["values"])}
+
+
+def _arrow_table(frame, target, mixed):
+    """``frame`` as a pyarrow Table of ``target``'s types, missing values
+    (None, NaN, pandas.NA) as nulls; the ``mixed`` columns as text."""
     import pyarrow as pa
 
     arrays = []
     for field in target:
         col = frame[field.name]
-        vals = [None if gap else v for v, gap in zip(col.tolist(), col.isna().tolist())]  # None, NaN, pandas.NA
-        if pa.types.is_string(field.type):
-            vals = [None if v is None else str(v) for v in vals]
-        elif pa.types.is_floating(field.type):
-            vals = [None if v is None else float(v) for v in vals]
-        arrays.append(pa.array(vals, type=field.type))
+        if field.name in mixed:
+            vals = col.to_numpy(dtype=object, na_value=None)
+            arr = pa.array([None if v is None else str(v) for v in vals], type=pa.string())
+        else:
+            arr = pa.array(col, from_pandas=True)  # pandas' own Arrow-backed strings convert without a copy
+            if arr.type != field.type:
+                arr = arr.cast(field.type)
+        arrays.append(arr)
     return pa.Table.from_arrays(arrays, schema=target)
 
 
@@ -237,6 +247,7 @@ def write_tables(dest, schema, frames, progress=None):
     import pyarrow.parquet as pq
 
     target = arrow_schema(schema)
+    mixed = _mixed(schema)
     parquet = not is_stdio(dest) and os.fspath(dest).lower().endswith(".parquet")
 
     def write(fh):
@@ -244,7 +255,7 @@ def write_tables(dest, schema, frames, progress=None):
         writer = pq.ParquetWriter(fh, target) if parquet else pcsv.CSVWriter(fh, target)
         try:
             for frame in frames:
-                writer.write_table(_arrow_table(frame, target))
+                writer.write_table(_arrow_table(frame, target, mixed))
                 rows += len(frame)
                 if progress:
                     progress(len(frame))
