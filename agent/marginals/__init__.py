@@ -2,8 +2,9 @@
 
 Zhang, Deng, Yin, "Partition-based differentially private synthetic data
 generation" (PPSyn; docs/mechanisms/marginals.md), in its DP-sound form: every
-choice is public. A record is d cell indices, one per column of a public
-schema (column c has ``sizes[c]`` cells, the last its "other" cell). The
+choice is public. A record is d cell indices, one per column of the public
+schema the spec carries (column c has ``sizes[c]`` cells, derived from the
+schema, the last its "other" cell; the frame carries the schema). The
 spec lists the measured marginals (sorted column tuples, at most MAX_WAY
 columns); each marginal's cells (C order, last column fastest) may be mapped
 by a public partition onto G groups. The device keeps one int32 total per
