@@ -82,3 +82,14 @@ def test_the_config_fits_the_ram_given():
         plan_from_model(m, SCHEMA, EPS, ram=64)
     with pytest.raises(InputError, match="columns"):
         plan_from_model(Model((2, 2), np.log(np.full((2, 2), 0.25)), 10.0), SCHEMA, EPS)
+
+
+def test_two_columns_measure_their_joint():
+    schema = Schema.from_json({"columns": [{"name": "a", "values": [0, 1, 2]}, {"name": "b", "values": [0]}]})
+    p = np.array([[0.5, 0.2], [0.1, 0.1], [0.05, 0.05], [0.0, 0.0]]) + 1e-9
+    m = Model((4, 2), np.log(p / p.sum()), 2000.0)
+    spec = mech(plan_from_model(m, schema, EPS))
+    assert spec["cols"] == [[0, 1]]
+    # the two near-empty "other" cells (expected ~0 records, below the noise) share one total
+    lab = spec["groups"][0]
+    assert lab is not None and lab[6] == lab[7] and len(set(lab)) < 8
