@@ -494,12 +494,17 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
     extra = [op_column] if op_column is not None else []  # read after the channels, parsed to +1/-1
     parse = {op_column: parse_op} if extra else {}
     if any(m.get("kind") == "marginals" for m in cfg["mechanisms"]):
-        if window is not None or extra or len(cfg["mechanisms"]) > 1:
-            raise InputError("a marginals config reads one table per run here: --window, --op-column and combined "
-                             "configs go through the library (es.simulate_windows, es.simulate)")
+        if extra or len(cfg["mechanisms"]) > 1:
+            raise InputError("a marginals config runs alone here: --op-column and combined configs go through "
+                             "the library (es.simulate)")
         # its columns as raw values (text or numbers): the schema maps each to a cell, never skipping a row
-        table = Rows(read_records(input_path, cols, delimiter), cols, 0, label(input_path))
-        data = table.data
+        frame = read_records(input_path, cols + ([time_column] if window is not None else []), delimiter)
+        table = Rows(frame, cols, 0, label(input_path))
+        data = frame[cols]
+        if window is not None:
+            if epoch:
+                raise InputError("--epoch is the window index with --window; leave it out")
+            times = frame[time_column].to_numpy()  # Unix seconds or ISO 8601, checked against the schedule
     elif window is not None:
         if epoch:
             raise InputError("--epoch is the window index with --window; leave it out")

@@ -122,7 +122,9 @@ def test_plan_from_generator_and_given_marginals(files):
     (("evaluate", "--real", "{d}/real.csv", "--synthetic", "{d}/other.csv", "--schema", "{d}/schema.json"),
      "no column 'site' (columns: a, b)"),
     (("simulate", "--config", "{d}/cfg.json", "--input", "{d}/real.csv", "--window", "60", "--time-column", "t",
-      "--start", "0", "--end", "60", "-o", "x.bin"), "es.simulate_windows"),
+      "--start", "0", "--end", "60", "-o", "x.bin"), "no column 't'"),
+    (("simulate", "--config", "{d}/cfg.json", "--input", "{d}/timed.csv", "--window", "60", "--time-column", "t",
+      "--start", "0", "--end", "60", "-o", "x.bin"), "outside"),
 ])
 def test_bad_input_is_one_line_and_exit_2(files, args, message, monkeypatch, tmp_path):
     d = files
@@ -131,6 +133,7 @@ def test_bad_input_is_one_line_and_exit_2(files, args, message, monkeypatch, tmp
     (d / "short.csv").write_text("site,status,hour,temp\nnorth,ok,1\n")
     (d / "noise.csv").write_bytes(bytes(np.random.default_rng(0).integers(128, 256, 3000, dtype=np.uint8)))
     (d / "other.csv").write_text("a,b\n1,2\n")
+    (d / "timed.csv").write_text("site,status,hour,temp,t\nnorth,ok,1,3.5,10\neast,ok,2,3.5,70\n")
     monkeypatch.chdir(tmp_path)
     code, out, err = run(*[a.format(d=d) for a in args])
     assert code == 2 and message in err and err.startswith("error: ") and err.count("\n") == 1, err
@@ -146,3 +149,20 @@ def test_inspect_describes_marginals_frames_and_generators(files):
     code, out, err = run("inspect", d / "g.bin")
     g = json.loads(out)
     assert code == 0 and g["kind"] == "edgesynth-marginals-generator" and g["config_id"] == m["config_id"]
+
+
+def test_simulate_releases_one_frame_per_window_with_a_marginals_config(files, tmp_path):
+    d = files
+    rows = pd.read_csv(d / "real.csv", keep_default_na=False, dtype=str)[:300]
+    rows["t"] = ["2020-01-01T00:%02d:00Z" % (i % 3 * 20) for i in range(300)]  # three 20-minute windows
+    rows.to_csv(tmp_path / "timed.csv", index=False)
+    code, out, err = run("simulate", "--config", d / "cfg.json", "--input", tmp_path / "timed.csv", "--time-column",
+                         "t", "--window", "1200", "--start", "2020-01-01T00:00Z", "--end", "2020-01-01T01:00Z",
+                         "--seed", "0b", "-o", tmp_path / "w.bin")
+    assert code == 0 and "3 frames" in out, err
+    frames = (tmp_path / "w.bin").read_bytes()
+    times = [es.parse_time(t) for t in rows["t"]]
+    assert frames == b"".join(f for _, f in es.simulate_windows(
+        d / "cfg.json", rows.drop(columns="t"), times, 1200, "2020-01-01T00:00Z", "2020-01-01T01:00Z", seed="0b"))
+    code, out, err = run("assemble", tmp_path / "w.bin", "-o", tmp_path / "wg.bin")
+    assert code == 0 and "from 3 frame(s)" in out, err
