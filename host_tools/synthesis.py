@@ -200,10 +200,14 @@ class Generator:
         drawn in order from ``numpy.random.default_rng(seed)`` (seed: None, an
         int >= 0 or a numpy Generator). The same seed gives the same rows.
         A stream generator draws the snapshot of ``step`` (required), and
-        ``n`` None means its released population. A bad ``n``, ``seed`` or
+        ``n`` None means its released population; a marginals generator's
+        rows are int64 cell indices, ``n`` None its estimated number of
+        records. A bad ``n``, ``seed`` or
         ``step`` is refused here, before anything is drawn or any output file
         opened."""
         step = self._step(step)
+        if step is None:
+            n = self._rows(n)
         if not (n is None and step is not None) and (
                 isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= MAX_SAMPLE):
             raise InputError("the number of rows must be an integer in [0, %d], got %r" % (MAX_SAMPLE, n))
@@ -244,7 +248,7 @@ class Generator:
     def sample_array(self, n=None, seed=None, step=None):
         """``n`` synthetic rows as a float64 array of shape (n, len(names))
         (a stream generator: of ``step``; see blocks)."""
-        parts = list(self.blocks(self._rows(n), seed, step))
+        parts = list(self.blocks(n, seed, step))
         return np.concatenate(parts) if parts else np.empty((0, len(self.names)))
 
     def sample(self, n=None, seed=None, step=None):
