@@ -61,8 +61,9 @@ def plan_marginals(schema, eps, ram=None, runtime="c", relation="add-remove", ma
     ``partitions``: optional {column tuple: list of one group id per cell
     (C order)}, public partitions, e.g. from an earlier window's model.
     ``ram`` (bytes, optional): refuse a state that does not fit the ``runtime``
-    ("c" or "micropython": 4 bytes per group total, 2 per cell of a
-    partitioned marginal's group map, plus the runtime's measured charge,
+    ("c" or "micropython": 4 bytes per group total, on MicroPython also 2
+    per cell of a partitioned marginal's group map (the C core reads the map
+    from its const config, in flash on a board), plus the runtime's measured charge,
     edgesynth.ram.heap_need: the C core's fixed charge, or MicroPython's base
     and per-column and per-marginal shape terms).
     InputError, in one line, for a config no device can run.
@@ -99,7 +100,8 @@ def plan_marginals(schema, eps, ram=None, runtime="c", relation="add-remove", ma
                              "ids 0..G-1 each used" % (c, cells))
         groups.append(lab)
         ngroups.append(G)
-        map_bytes += 2 * cells
+        if runtime == "micropython":  # an array('H') in the heap; C firmware keeps it in flash
+            map_bytes += 2 * cells
     if sum(ngroups) > MAX_COUNTERS:
         raise InputError("marginals: %d group totals, more than a device's %d" % (sum(ngroups), MAX_COUNTERS))
     factor = 2 if relation == "replace" else 1
