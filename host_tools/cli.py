@@ -640,6 +640,11 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
         _echo_json(summary, err=is_stdio(output))
     else:
         click.echo(_assemble_line(summary, output and _shown(output)), err=is_stdio(output))
+        if gen.kind == "marginals" and gen.model.drifting:
+            click.echo("warning: the windows disagree beyond their noise: the stream drifts, and a plan from an "
+                       "earlier window may fit later ones badly (drift statistic per plan: %s)"
+                       % ", ".join("%.0f > %.0f" % (st, lim) if st > lim else "%.0f" % st
+                                   for st, _, lim in gen.model.drift), err=True)
         if "revoked_frames_left_out" in summary:
             click.echo("(%d stored frame(s) of devices revoked in the keyring left out)"
                        % summary["revoked_frames_left_out"], err=True)
@@ -664,8 +669,10 @@ def _assemble_line(summary, output):
                 "; %d window(s) skipped after gaps" % skipped if skipped else "", summary["mechanism_epsilon"],
                 bound, tail)
     if summary.get("mechanism") == "marginals":
-        return "marginals model from %d frame(s): %d columns, %d marginals (%d partitioned), about %d records, " \
-            "epsilon %s per record%s" % (summary["frames"], len(summary["columns"]), len(summary["marginals"]),
+        plans = len(summary.get("plans", ())) or 1
+        return "marginals model from %d frame(s)%s: %d columns, %d marginals (%d partitioned), about %d records, " \
+            "epsilon %s per record%s" % (summary["frames"], " of %d plans" % plans if plans > 1 else "",
+                                         len(summary["columns"]), len(summary["marginals"]),
                                          summary["partitioned"], round(summary["estimated_records"]),
                                          summary["epsilon"], tail)
     if summary.get("mechanism") == "profile":

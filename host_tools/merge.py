@@ -15,12 +15,21 @@ the Dask tree reduction) into the same bytes as one fold over all frames.
 A continual mechanism's states (phdstream: ``stream`` set) are windows of a
 stream, never summed: each is kept with its frame's device and epoch, and
 the mechanism replays them in epoch order.
+
+A kind whose State sets ``plans`` (marginals: windows planned from the model
+of earlier ones) also combines releases of *different* configurations: one
+summed state per configuration id, at most MAX_PLANS of them, returned in
+config id order (the same whatever the frames' order); its generator fits
+them together. Every other kind refuses a second configuration.
 """
+from fractions import Fraction
+
 import numpy as np
 
 from edgesynth.errors import MergeError
 
 FOLD_BLOCK = 4096  # copies added per numpy call in repeated_sum: 32 KiB per variance entry
+MAX_PLANS = 64  # configurations of a plans kind kept side by side: memory is one summed state per plan
 
 
 def repeated_sum(v, n):
@@ -45,8 +54,10 @@ class Merge:
     ``state``: the summed state (kinds whose State has ``accumulate``), or for
     a profile ``states``, its sketches in arrival order, and for a stream kind
     (phdstream) ``states`` of (device, epoch, state), in arrival order. ``config``: their
-    configuration id (computed once per release). A fault (several states of
-    the kind in one release, another configuration) is kept in ``error`` and
+    configuration id (computed once per release). A plans kind (State.plans:
+    marginals) keeps instead ``plans``, {config id: the Merge of that
+    configuration's states}. A fault (several states of the kind in one
+    release, another configuration, too many plans) is kept in ``error`` and
     raised only if this kind is the one assembled (``result``).
     """
 
@@ -54,6 +65,7 @@ class Merge:
         self.kind = kind
         self.sums = None     # whether the states add up (State.accumulate), known from the first
         self.state, self.states, self.config, self.error = None, [], None, None
+        self.plans = {}      # plans kind: config id -> Merge of that config
         self.count = 0       # releases that carried a state of this kind
         self._owned = False  # state's arrays are ours to add into (the first one is the caller's)
 
@@ -68,6 +80,13 @@ class Merge:
             return
         s = states[0]
         config = s.config_id()
+        if getattr(s, "plans", False):
+            part = self._plan(config)
+            if part is not None:
+                part.count += 1
+                part._fold(s)
+                self.count += 1
+            return
         if self.config is None:
             self.config = config
         elif config != self.config:
@@ -97,15 +116,36 @@ class Merge:
                 self.state, self._owned = self.state.copy(), True
             self.state.accumulate(s)
 
+    def _plan(self, config):
+        """The Merge of configuration ``config`` (a new one for a new
+        config), None after failing when MAX_PLANS are already kept."""
+        part = self.plans.get(config)
+        if part is None:
+            if len(self.plans) >= MAX_PLANS:
+                self._fail("%s frames of more than %d plans (configurations) cannot be assembled together; "
+                           "assemble the windows of fewer plans" % (self.kind, MAX_PLANS))
+                return None
+            part = self.plans[config] = Merge(self.kind)
+            part.config = config
+        return part
+
     def _fail(self, message):
         self.error = MergeError(message)
-        self.state, self.states = None, []
+        self.state, self.states, self.plans = None, [], {}
 
     def absorb(self, other):
         """Add the merge of other, disjoint releases (those after ours)."""
         if self.error is None and other.error is not None:
             self._fail(str(other.error))
         if self.error is not None or other.count == 0:
+            return
+        if other.plans:
+            for config, theirs in sorted(other.plans.items()):
+                part = self._plan(config)
+                if part is None:
+                    return
+                part.absorb(theirs)  # copy on write: theirs is not changed
+            self.count += other.count
             return
         if self.config is not None and other.config != self.config:
             self._fail("%s states of different public configurations cannot be combined (%s vs %s)"
@@ -120,9 +160,12 @@ class Merge:
             self.states.extend(other.states)
 
     def result(self):
-        """The summed state (or a profile's list of sketches); MergeError if a fault was seen."""
+        """The summed state (or a profile's list of sketches, or a plans
+        kind's summed states in config id order); MergeError if a fault was seen."""
         if self.error is not None:
             raise self.error
+        if self.plans:
+            return [self.plans[c].state for c in sorted(self.plans)]
         return self.state if self.sums else self.states
 
 
@@ -132,8 +175,9 @@ class Merges:
     ``unique``: drop byte-identical resends and refuse two different frames
     for one (device, epoch) (frame files); a store already guarantees both,
     so its stream needs no per-frame memory. Records what a generator's
-    metadata states: the first release's ``eps`` and ``relation``, the
-    ``frames`` merged and the sorted ``devices``.
+    metadata states: the largest ``eps`` of a release (each event is in one
+    release: that is what any event spent), the first release's
+    ``relation``, the ``frames`` merged and the sorted ``devices``.
     """
 
     def __init__(self, unique=True):
@@ -159,12 +203,17 @@ class Merges:
             self._windows[window] = rel.seq
         if self.frames == 0:
             self.eps, self.relation = rel.eps, rel.relation
+        self._eps(rel.eps)
         self.frames += 1
         self._device(rel.device)
         for kind in {m.kind for m in rel.mechs}:
             if kind not in self.by_kind:
                 self.by_kind[kind] = Merge(kind)
             self.by_kind[kind].add([m for m in rel.mechs if m.kind == kind], rel)
+
+    def _eps(self, eps):
+        if Fraction(*eps) > Fraction(*self.eps):
+            self.eps = eps
 
     def _device(self, device):
         if self.devices and device <= self.devices[-1]:
@@ -180,6 +229,7 @@ class Merges:
             return
         if self.frames == 0:
             self.eps, self.relation = other.eps, other.relation
+        self._eps(other.eps)
         self.frames += other.frames
         for device in other.devices:
             self._device(device)

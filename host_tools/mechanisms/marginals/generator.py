@@ -15,8 +15,9 @@ from fractions import Fraction
 import msgpack
 import numpy as np
 
-from edgesynth.errors import InputError
+from edgesynth.errors import InputError, MergeError
 from edgesynth.genfile import read_file_map
+from edgesynth.mechanisms.marginals.drift import limit, statistics
 from edgesynth.mechanisms.marginals.model import MAX_CELLS, Model, fit, to_table
 from edgesynth.mechanisms.marginals.schema import Schema
 from edgesynth.merge import merge_releases, refuse_force_sum
@@ -66,6 +67,21 @@ class MarginalsGenerator:
         """Per column: True for a categorical column whose values are all integers."""
         return [all(isinstance(v, int) for v in c["values"]) if "values" in c else False
                 for c in self.schema.columns]
+
+    @property
+    def drift(self):
+        """Per plan (config id order): (statistic, degrees of freedom, limit)
+        of the drift check (edgesynth.mechanisms.marginals.drift); empty for
+        a generator saved before the check existed."""
+        return [(float(p["drift"][0]), int(p["drift"][1]), limit(int(p["drift"][1])))
+                for p in self.meta.get("plans", [])]
+
+    @property
+    def drifting(self):
+        """True when some plan's totals lie beyond their noise from the
+        model fitted to all: the stream drifts between windows, and a plan
+        made from an earlier window may fit later ones badly."""
+        return any(s > lim for s, _, lim in self.drift)
 
     def default_rows(self):
         """round(n_hat), the model's estimate of the number of records (from
@@ -130,28 +146,53 @@ def _schema(state):
 
 
 def assemble_marginals(releases, force_sum=False, iters=FIT_ITERS):
-    """Marginals generator of the merged marginals state of ``releases``."""
+    """Marginals generator of the merged marginals states of ``releases``
+    (one summed state per plan, fitted together)."""
     return build(*merge_releases(releases, "marginals"), force_sum=force_sum, iters=iters)
 
 
-def build(merges, state, force_sum=False, iters=FIT_ITERS):
-    """Fit the model to the summed marginals ``state`` of the frames
-    ``merges`` (edgesynth.merge.Merges) folded in; a MarginalsGenerator."""
+def build(merges, states, force_sum=False, iters=FIT_ITERS):
+    """Fit one model to the marginals ``states`` of the frames ``merges``
+    (edgesynth.merge.Merges) folded in: one summed state per plan (config),
+    in config id order, as the merge gives them. Each plan's frames are
+    their own window (the records of one plan are disjoint from another's):
+    its totals predict its own record count n_k times the model's
+    marginals (model.fit ``windows``). ``meta["plans"]`` describes each plan
+    with its drift statistic (drift.statistics). MergeError when the plans
+    differ in schema or neighbouring relation."""
     refuse_force_sum(force_sum, "marginals")
-    schema = _schema(state)
+    schema = _schema(states[0])
+    ids = [s.config_id() for s in states]
+    for s, cid in zip(states[1:], ids[1:]):
+        if _schema(s).to_json() != schema.to_json() or s.factor != states[0].factor:
+            raise MergeError("marginals plans %s and %s differ in %s: their windows cannot be fitted together"
+                             % (ids[0], cid, "schema" if s.factor == states[0].factor else "neighbouring relation"))
     require_host_memory(fit_need(schema.sizes), "fitting " + _what(schema.sizes))
-    model = fit(schema.sizes, state.measurements(), iters=iters)
+    ms, windows = [], []
+    for k, s in enumerate(states):
+        new = s.measurements()
+        ms += new
+        windows += [k] * len(new)
+    model = fit(schema.sizes, ms, iters=iters, windows=windows)
+    stats = statistics(model, ms, windows)
+    marginals = []
+    for s in states:
+        marginals += [[schema.names[i] for i in c] for c in s.cols if [schema.names[i] for i in c] not in marginals]
     meta = {
         "mechanism": "marginals",
         "epsilon": str(Fraction(merges.eps[0], merges.eps[1])),
-        "mechanism_epsilon": str(Fraction(*state.budget)),
+        "mechanism_epsilon": str(max(Fraction(*s.budget) for s in states)),  # each record is in one plan's frames
         "relation": merges.relation,
         "privacy_unit": "one record (event-level)",
         "devices": merges.sorted_devices(),
         "frames": merges.frames,
-        "config_id": state.config_id(),
-        "marginals": [[schema.names[i] for i in c] for c in state.cols],
-        "partitioned": int(sum(state.grouped)),
-        "noise_sd": np.sqrt(state.var).tolist(),
+        "config_id": "+".join(ids),
+        "marginals": marginals,
+        "partitioned": int(sum(sum(s.grouped) for s in states)),
+        "plans": [{"config_id": cid, "frames": s.frames, "estimated_records": n,
+                   "marginals": [[schema.names[i] for i in c] for c in s.cols],
+                   "partitioned": int(sum(s.grouped)), "mechanism_epsilon": str(Fraction(*s.budget)),
+                   "noise_sd": np.sqrt(s.var).tolist(), "drift": [stat, dof]}
+                  for s, cid, n, (stat, dof) in zip(states, ids, model.totals, stats)],
     }
     return MarginalsGenerator(schema, model, meta)

@@ -41,9 +41,12 @@ class MarginalsState:
     marginal: the frame carried a partition), ``totals`` (float64 noisy
     group totals per marginal), ``q``, ``sigma`` (marginal w spends
     sigma[w] / q of epsilon), ``factor``, ``var`` (float64 noise variance of
-    one group total per marginal; adds on merge), ``frames``."""
+    one group total per marginal; adds on merge), ``frames``. ``plans``:
+    states of different configs (windows planned differently) are merged
+    one sum per config and fitted together (edgesynth.merge)."""
 
     kind = KIND
+    plans = True
 
     @classmethod
     def from_payload(cls, m, factor):
