@@ -26,6 +26,7 @@ from edgesynth.agent.spec import MAX_SCALE
 from edgesynth.budget import Q_BITS
 from edgesynth.config import device_config
 from edgesynth.errors import InputError
+from edgesynth.mechanisms.marginals.model import MAX_CELLS as HOST_CELLS
 from edgesynth.noise import dlap_variance
 from edgesynth.ram import RUNTIME_OVERHEAD, heap_need, marginals_transient, ram_notes, require_fit
 
@@ -66,13 +67,18 @@ def plan_marginals(schema, eps, ram=None, runtime="c", relation="add-remove", ma
     from its const config, in flash on a board), plus the runtime's measured charge,
     edgesynth.ram.heap_need: the C core's fixed charge, or MicroPython's base
     and per-column and per-marginal shape terms).
-    InputError, in one line, for a config no device can run.
+    InputError, in one line, for a config no device can run or whose joint
+    domain (prod(sizes)) is above the host model's MAX_CELLS.
     """
     if runtime not in RUNTIME_OVERHEAD:
         raise InputError("marginals plans for the %s runtime, not %r"
                          % (" or ".join(sorted(RUNTIME_OVERHEAD)), runtime))
     sizes = schema.sizes
     d = len(sizes)
+    joint = math.prod(sizes)
+    if joint > HOST_CELLS:  # the host fits its model on the full joint table: refuse before any device runs
+        raise InputError("marginals: the schema's joint domain has %d cells, the host model holds %d; "
+                         "use fewer columns or bins" % (joint, HOST_CELLS))
     cols = [tuple(c) for c in (candidates(d) if marginals is None else marginals)]
     if not 1 <= len(cols) <= MAX_MARGINALS:
         raise InputError("marginals: %d marginals, a device measures 1..%d" % (len(cols), MAX_MARGINALS))
