@@ -1,11 +1,17 @@
 """Fixes of the second host review of marginals (issue 18): the planner
 refuses a joint domain the host model cannot hold, evaluate's TV is bounded
 by the table sizes, value matching, input edge cases and messages."""
+import itertools
+import math
 from fractions import Fraction
 
+import numpy as np
+import pandas as pd
 import pytest
 
+import edgesynth as es
 from edgesynth.errors import InputError
+from edgesynth.evaluation.table_metrics import tv
 from edgesynth.mechanisms.marginals.model import MAX_CELLS
 from edgesynth.mechanisms.marginals.plan import plan_marginals
 from edgesynth.mechanisms.marginals.schema import Schema
@@ -20,3 +26,39 @@ def test_plan_refuses_a_joint_domain_the_host_model_cannot_fit():
     ok = Schema.from_json({"columns": [{"name": "c%d" % i, "bounds": [0.0, 1.0], "bins": 44} for i in range(4)]})
     assert 45 ** 4 <= MAX_CELLS
     assert plan_marginals(ok, Fraction(1), marginals=[(0,), (1,), (2,), (3,)])["plan"]["schema"] == ok.to_json()
+
+
+def dense_tv(real, synth, sizes, k):
+    """The former dense TV: a bincount of prod(sizes[c]) cells per marginal."""
+    def dist(t, c):
+        shape = [sizes[i] for i in c]
+        flat = np.ravel_multi_index(tuple(t[:, i] for i in c), shape)
+        return np.bincount(flat, minlength=math.prod(shape)) / len(t)
+    ds = [0.5 * np.abs(dist(real, c) - dist(synth, c)).sum() for c in itertools.combinations(range(len(sizes)), k)]
+    return float(np.mean(ds)), float(np.max(ds))
+
+
+def test_tv_over_occupied_cells_equals_the_dense_tv():
+    rng = np.random.default_rng(3)
+    sizes = [5, 3, 7, 2]
+    real = np.stack([rng.integers(0, s, 400) for s in sizes], axis=1)
+    synth = np.stack([rng.integers(0, s, 250) for s in sizes], axis=1)
+    for k in (1, 2, 3, 4):
+        assert tv(real, synth, sizes, k) == pytest.approx(dense_tv(real, synth, sizes, k), abs=1e-12)
+    assert tv(real, real, sizes, 3) == (0.0, 0.0)
+
+
+def test_tv_memory_is_bounded_by_the_rows_not_the_domain():
+    # 3 columns of 4096 cells: a dense 3-way marginal would be 2**36 float64 cells (512 GiB)
+    rng = np.random.default_rng(4)
+    sizes = [4096, 4096, 4096]
+    real, synth = rng.integers(0, 4096, (300, 3)), rng.integers(0, 4096, (200, 3))
+    assert tv(real, synth, sizes, 3) == (1.0, 1.0)  # no shared cell: disjoint supports
+    assert tv(real, real[::-1], sizes, 3) == (0.0, 0.0)
+
+
+def test_evaluate_on_a_one_column_schema_says_there_is_no_pair():
+    schema = {"columns": [{"name": "site", "values": ["a", "b"]}]}
+    df = pd.DataFrame({"site": ["a", "b", "a"]})
+    with pytest.raises(InputError, match=r"one column \(site\): there is no 2-way marginal"):
+        es.evaluate(df, df, schema=schema)

@@ -11,14 +11,19 @@ import numpy as np
 from edgesynth.errors import InputError
 
 
-def marginal(cells, sizes, cols):
-    """The empirical distribution of int array ``cells`` (n, d) on the
-    columns ``cols``: a flat probability array of prod(sizes[c]) cells in
-    C order (all zeros when n = 0)."""
+def marginal_tv(real, synth, sizes, cols):
+    """Total variation between the empirical distributions of int arrays
+    ``real`` (n, d) and ``synth`` (m, d) on the columns ``cols``. Only the
+    cells either table occupies are counted (np.unique of their flat ids):
+    time O((n + m) log(n + m)) and memory O(n + m), never prod(sizes[c])
+    (a 3-way marginal of 4096-cell columns has 2**36 cells)."""
     shape = [int(sizes[c]) for c in cols]
-    flat = np.ravel_multi_index(tuple(cells[:, c] for c in cols), shape)
-    counts = np.bincount(flat, minlength=math.prod(shape)).astype(np.float64)
-    return counts / max(len(cells), 1)
+    flat = np.concatenate([np.ravel_multi_index(tuple(t[:, c] for c in cols), shape) for t in (real, synth)])
+    ids, inv = np.unique(flat, return_inverse=True)
+    n = len(real)
+    p = np.bincount(inv[:n], minlength=len(ids)) / n
+    q = np.bincount(inv[n:], minlength=len(ids)) / len(synth)
+    return 0.5 * float(np.abs(p - q).sum())
 
 
 def tv(real_cells, synth_cells, sizes, k):
@@ -37,8 +42,7 @@ def tv(real_cells, synth_cells, sizes, k):
             raise InputError("the %s table has no rows" % name)
         if t.min() < 0 or np.any(t.max(axis=0) >= np.asarray(sizes)):
             raise InputError("the %s table has a cell index outside its column's domain" % name)
-    dists = [0.5 * float(np.abs(marginal(real, sizes, c) - marginal(synth, sizes, c)).sum())
-             for c in itertools.combinations(range(d), k)]
+    dists = [marginal_tv(real, synth, sizes, c) for c in itertools.combinations(range(d), k)]
     return float(np.mean(dists)), float(np.max(dists))
 
 
@@ -46,8 +50,11 @@ def table_report(real_cells, synth_cells, sizes, names):
     """JSON-ready table metrics of ``synth_cells`` against ``real_cells``
     (as tv takes them) over columns ``names``: for k = 2 and 3 (those up to
     the d columns) ``tv_<k>way`` = {"average", "max" (total variation, in
-    [0, 1], lower is better), "marginals": C(d, k)}, with the row counts."""
+    [0, 1], lower is better), "marginals": C(d, k)}, with the row counts.
+    InputError for fewer than 2 columns (no 2-way marginal)."""
     d = len(sizes)
+    if d < 2:
+        raise InputError("the schema has one column (%s): there is no 2-way marginal to score" % names[0])
     out = {"columns": list(names), "rows": {"real": int(len(real_cells)), "synthetic": int(len(synth_cells))}}
     for k in (2, 3):
         if k <= d:
