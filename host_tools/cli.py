@@ -270,12 +270,12 @@ def _jsonable(o):
 @click.option("--uniform-split", is_flag=True, help="Split epsilon evenly over levels instead of Eq. (23).")
 @click.option("--hash-seed", default=None,
               help="Public hash seed shared by devices that will be merged (default random).")
-@click.option("--relation", default="add-remove", show_default=True, type=click.Choice(sorted(RELATIONS)),
-              help="Neighbouring streams: add/remove one reading, or replace one (doubles the noise).")
+@click.option("--relation", default=None, type=click.Choice(sorted(RELATIONS)),
+              help="Neighbouring streams: add/remove one reading, or replace one (doubles the noise). Default: "
+                   "add-remove; with --from-generator the generator's.")
 @click.option("--device-runtime", default=None, type=click.Choice(DEVICE_RUNTIMES),
               help="What runs the agent on the device; sets the RAM charged beyond the counters against "
-                   "--ram (every mechanism; edgesynth docs deployment). Default: micropython; c for marginals "
-                   "(the only runtime its planner charges so far).")
+                   "--ram (every mechanism; edgesynth docs deployment). Default: micropython; c for marginals.")
 @click.option("--transport", default=None, type=click.Choice(TRANSPORTS),
               help="The device also publishes its frames (mqtt: agent/transport, micropython): the transport's "
                    "measured heap and a buffer of the largest frame come off --ram before the counters are "

@@ -134,7 +134,7 @@ def _domain(value):
 
 def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, integer=None, bins=None,
          branching=None, domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None,
-         clamp_share="1/50", uniform_split=False, hash_seed=None, relation="add-remove", device_runtime=None,
+         clamp_share="1/50", uniform_split=False, hash_seed=None, relation=None, device_runtime=None,
          transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op", fold=None,
          schema=None, marginals=None, from_generator=None):
     """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
@@ -174,9 +174,11 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         the sample's seed for profile; default random, so pass one for a
         reproducible config).
     relation: "add-remove" or "replace" (neighbouring streams; replace
-        doubles the noise). device_runtime: "micropython" or "c", the RAM
+        doubles the noise); None: "add-remove", or with from_generator the
+        generator's (a next window assembles with earlier ones only under
+        one relation). device_runtime: "micropython" or "c", the RAM
         charged beyond the counters (default "micropython"; "c" for
-        marginals, the only runtime its planner charges so far).
+        marginals).
     transport: None, or "mqtt": the device also publishes its frames
         (agent/transport/mqtt.py, micropython only, needs ram). Its heap,
         ram.transport_heap (the measured modules, client, 16-slot outbox,
@@ -215,7 +217,8 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
     cannot fit ``ram`` or an option is malformed.
     """
     _one_of(mechanism, MECHANISMS, "--mechanism")
-    _one_of(relation, tuple(RELATIONS), "--relation")
+    if relation is not None:
+        _one_of(relation, tuple(RELATIONS), "--relation")
     if device_runtime is None:
         device_runtime = "c" if mechanism == "marginals" else "micropython"
     _one_of(device_runtime, DEVICE_RUNTIMES, "--device-runtime")
@@ -230,6 +233,7 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         return _plan_marginals(ram_bytes, eps, schema, marginals, from_generator, relation, device_runtime)
     if schema is not None or marginals is not None or from_generator is not None:
         raise InputError("--schema, --marginals and --from-generator apply to --mechanism marginals")
+    relation = relation or "add-remove"
     args = dict(bounds=bounds, eps=eps, mechanism=mechanism, names=names, integer=integer, bins=bins,
                 branching=branching, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max, sketch=sketch,
                 rows=rows, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
@@ -356,10 +360,12 @@ def _marginal_sets(marginals, schema):
             if unknown:
                 raise InputError("--marginals names column %r, not in the schema (%s)"
                                  % (unknown[0], ", ".join(schema.names)))
-            idx = sorted({schema.names.index(n) for n in names})
+            idx = tuple(sorted({schema.names.index(n) for n in names}))
             if len(idx) != len(names) or not 1 <= len(idx) <= 3:
                 raise InputError("--marginals: each marginal lists 1..3 distinct columns, got %r" % (names,))
-            out.append(tuple(idx))
+            if idx in out:  # measuring it twice would only split its budget
+                raise InputError("--marginals lists the marginal %s twice" % ",".join(schema.names[i] for i in idx))
+            out.append(idx)
     except TypeError:
         raise InputError("--marginals must be 'a,b;b,c' or a list of lists of column names")
     return out
@@ -377,12 +383,19 @@ def _plan_marginals(ram_bytes, eps, schema, marginals, from_generator, relation,
             raise InputError("--from-generator needs a marginals generator (edgesynth assemble of marginals frames)")
         if schema is not None and load_schema(schema).to_json() != model.schema.to_json():
             raise InputError("--schema differs from the generator's schema; leave it out to plan on the generator's")
+        own = model.meta.get("relation")
+        if own is not None and (not isinstance(own, str) or own not in RELATIONS):
+            raise InputError("the generator's relation %r is not one of %s" % (own, ", ".join(sorted(RELATIONS))))
+        if relation is not None and own is not None and relation != own:
+            raise InputError("--relation %s differs from the generator's %s: the windows would not assemble "
+                             "together; leave it out to plan under the generator's" % (relation, own))
+        relation = relation or own or "add-remove"
         return plan_from_model(model.model, model.schema, eps, ram=ram_bytes, runtime=device_runtime,
                                relation=relation)
     if schema is None:
         raise InputError("--mechanism marginals needs --schema (or --from-generator)")
     schema = load_schema(schema)
-    return plan_marginals(schema, eps, ram=ram_bytes, runtime=device_runtime, relation=relation,
+    return plan_marginals(schema, eps, ram=ram_bytes, runtime=device_runtime, relation=relation or "add-remove",
                           marginals=_marginal_sets(marginals, schema))
 
 

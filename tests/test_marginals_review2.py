@@ -62,3 +62,42 @@ def test_evaluate_on_a_one_column_schema_says_there_is_no_pair():
     df = pd.DataFrame({"site": ["a", "b", "a"]})
     with pytest.raises(InputError, match=r"one column \(site\): there is no 2-way marginal"):
         es.evaluate(df, df, schema=schema)
+
+
+SCHEMA = {"columns": [{"name": "site", "values": ["north", "south"]},
+                      {"name": "hour", "values": [0, 1, 2]},
+                      {"name": "temp", "bounds": [0.0, 10.0], "bins": 4}]}
+
+
+def generator(meta):
+    """A marginals generator fitted to exact pair marginals of a fixed table."""
+    from edgesynth.mechanisms.marginals.generator import MarginalsGenerator
+    from edgesynth.mechanisms.marginals.measure import Measurement
+    from edgesynth.mechanisms.marginals.model import fit
+
+    schema = Schema.from_json(SCHEMA)
+    rng = np.random.default_rng(5)
+    cells = np.stack([rng.integers(0, s, 3000) for s in schema.sizes], axis=1)
+    ms = []
+    for c in ((0, 1), (1, 2)):
+        shape = [schema.sizes[i] for i in c]
+        flat = np.ravel_multi_index(tuple(cells[:, i] for i in c), shape)
+        ms.append(Measurement.ungrouped(c, np.bincount(flat, minlength=math.prod(shape)), 1.0))
+    return MarginalsGenerator(schema, fit(schema.sizes, ms, iters=50), meta)
+
+
+def test_plan_from_generator_defaults_to_the_generators_relation():
+    gen = generator({"mechanism": "marginals", "relation": "replace"})
+    assert es.plan(mechanism="marginals", epsilon=1, from_generator=gen)["relation"] == "replace"
+    assert es.plan(mechanism="marginals", epsilon=1, from_generator=gen, relation="replace")["relation"] == "replace"
+    with pytest.raises(InputError, match="--relation add-remove differs from the generator's replace"):
+        es.plan(mechanism="marginals", epsilon=1, from_generator=gen, relation="add-remove")
+    with pytest.raises(InputError, match="the generator's relation 'sideways'"):
+        es.plan(mechanism="marginals", epsilon=1, from_generator=generator({"relation": "sideways"}))
+    assert es.plan(mechanism="marginals", epsilon=1, schema=SCHEMA)["relation"] == "add-remove"
+
+
+@pytest.mark.parametrize("sets", ["site;site", "site,hour;hour,site", [["temp"], [" temp "]]])
+def test_a_marginal_listed_twice_is_refused(sets):
+    with pytest.raises(InputError, match="--marginals lists the marginal .* twice"):
+        es.plan(mechanism="marginals", epsilon=1, schema=SCHEMA, marginals=sets)
