@@ -2,6 +2,8 @@
 summed state per plan, fitted as windows of one stream, the same bytes in
 any frame order, a bounded number of plans, and the drift check (a
 stationary stream passes, a drifting one warns)."""
+from itertools import combinations
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,6 +15,10 @@ from edgesynth.cli import main
 from edgesynth.errors import MergeError
 from edgesynth.frames import parse_frame
 from edgesynth.mechanisms.marginals.drift import limit
+from edgesynth.mechanisms.marginals.model import fit
+from edgesynth.mechanisms.marginals.schema import Schema
+from edgesynth.mechanisms.marginals.table import encode
+from edgesynth.merge import merge_releases
 
 SCHEMA = {"columns": [{"name": "site", "values": ["north", "south", "east"]},
                       {"name": "status", "values": ["ok", "warn", "fail"]},
@@ -98,6 +104,38 @@ def test_a_stationary_stream_passes_the_drift_check_and_a_drifting_one_warns(bas
     # the site mix moved by 0.3 between the windows: far beyond both plans' noise
     assert drifted.drifting and all(st > 3 * lim for st, _, lim in drifted.drift)
     assert all(lim == limit(d) for _, d, lim in drifted.drift)
+    assert calm.meta["fit"].startswith("one distribution") and drifted.meta["fit"].startswith("mixture")
+
+
+def test_a_drifting_stream_is_modelled_as_the_mixture_of_its_plans(base):
+    """Under drift the model is sum_k n_k p_k / n: its marginals are the
+    pooled records', where one distribution fitted to both plans is not."""
+    _, f0, g0 = base
+    data = records(N, 8, shift=0.6)
+    _, moved = next_window(g0, data, 8, 1)
+    gen = es.assemble([f0, moved]).model
+    assert gen.drifting and abs(gen.model.total - 2 * N) < 200
+    assert sorted(gen.model.totals) == sorted(p["estimated_records"] for p in gen.meta["plans"])
+    pooled = pd.concat([records(N, 1), data])
+    want = pooled["site"].value_counts(normalize=True).reindex(["north", "south", "east", "west"]).to_numpy()
+    got = gen.model.marginal((0,))
+    assert np.abs(got - want).max() < 0.01  # sampling and noise: a few records in 10,000 per cell
+    # one distribution fitted to both plans is further from the pooled records' pairs than the mixture
+    _, states = merge_releases([parse_frame(f)[0] for f in (f0, moved)], "marginals")
+    ms = [m for s in states for m in s.measurements()]
+    joint = fit(gen.model.sizes, ms, windows=[k for k, s in enumerate(states) for _ in s.measurements()])
+    cells = encode(Schema.from_json(SCHEMA), pooled)
+    assert pair_tv(gen.model, cells) < 0.3 * pair_tv(joint, cells)
+
+
+def pair_tv(model, cells):
+    """Average total variation between the model's and the records' 2-way tables."""
+    out = []
+    for c in combinations(range(cells.shape[1]), 2):
+        shape = [model.sizes[i] for i in c]
+        real = np.bincount(np.ravel_multi_index(tuple(cells[:, i] for i in c), shape), minlength=np.prod(shape))
+        out.append(0.5 * np.abs(model.marginal(c).ravel() - real / len(cells)).sum())
+    return float(np.mean(out))
 
 
 def test_assemble_prints_one_warning_line_for_a_drifting_stream(base, tmp_path):

@@ -145,6 +145,25 @@ def _schema(state):
     return s if isinstance(s, Schema) else Schema.from_json(s)
 
 
+def mixture(sizes, states, iters):
+    """The record-weighted mixture sum_k n_k p_k / sum_k n_k of a model p_k
+    fitted to each plan's ``states`` alone (n_k its estimated records): the
+    distribution of the whole stream when its windows differ, since each
+    plan's totals measure only the records of its own windows. Each p_k has
+    only its plan's records, so a stationary stream is better served by the
+    joint fit (build uses this only when the drift check fires)."""
+    acc, totals, loss, done = None, [], 0.0, 0
+    for s in states:
+        m = fit(sizes, s.measurements(), iters=iters)
+        part = math.log(m.total) + m.log_p  # finite: a fitted log_p is, and n_k >= 1
+        acc = part if acc is None else np.logaddexp(acc, part, out=acc)
+        totals.append(m.total)
+        loss, done = loss + m.loss, done + m.iters
+    total = sum(totals)
+    acc -= math.log(total)
+    return Model(sizes, acc, total, loss, done, totals)
+
+
 def assemble_marginals(releases, force_sum=False, iters=FIT_ITERS):
     """Marginals generator of the merged marginals states of ``releases``
     (one summed state per plan, fitted together)."""
@@ -158,7 +177,10 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
     their own window (the records of one plan are disjoint from another's):
     its totals predict its own record count n_k times the model's
     marginals (model.fit ``windows``). ``meta["plans"]`` describes each plan
-    with its drift statistic (drift.statistics). MergeError when the plans
+    with its drift statistic (drift.statistics). When some plan's statistic
+    is above its limit, one distribution cannot describe every window: the
+    model is then the record-weighted mixture of each plan's own fit
+    (``mixture``; ``meta["fit"]`` says which). MergeError when the plans
     differ in schema or neighbouring relation."""
     refuse_force_sum(force_sum, "marginals")
     schema = _schema(states[0])
@@ -175,6 +197,10 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
         windows += [k] * len(new)
     model = fit(schema.sizes, ms, iters=iters, windows=windows)
     stats = statistics(model, ms, windows)
+    mixed = any(st > limit(dof) for st, dof in stats) and len(states) > 1
+    if mixed:
+        del model  # one joint at a time: the mixture's accumulator and one plan's fit
+        model = mixture(schema.sizes, states, iters)
     marginals = []
     for s in states:
         marginals += [[schema.names[i] for i in c] for c in s.cols if [schema.names[i] for i in c] not in marginals]
@@ -189,6 +215,7 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
         "config_id": "+".join(ids),
         "marginals": marginals,
         "partitioned": int(sum(sum(s.grouped) for s in states)),
+        "fit": "mixture of the plans' own fits (the windows drift)" if mixed else "one distribution for all plans",
         "plans": [{"config_id": cid, "frames": s.frames, "estimated_records": n,
                    "marginals": [[schema.names[i] for i in c] for c in s.cols],
                    "partitioned": int(sum(s.grouped)), "mechanism_epsilon": str(Fraction(*s.budget)),
