@@ -260,3 +260,32 @@ def test_measurement_check_refuses_a_column_outside_the_schema():
         with pytest.raises(InputError, match="names column (-1|3) of a 3-column schema"):
             m.check([3, 3, 3])
     Measurement.ungrouped((0, 2), np.zeros(9), 1.0).check([3, 3, 3])
+
+
+def test_parse_frame_of_a_large_ungrouped_frame_stays_within_the_documented_bound():
+    """docs/wire-format.md: parse_frame's traced peak is at most 4 x frame
+    bytes + 8 MiB. A 4 MiB frame of 16 ungrouped 2-way marginals of 65,536
+    cells: the totals are views of one float64 array (copies took 8 MiB
+    more) and the marginals of one size share one read-only identity map
+    (one each took 4 MiB more)."""
+    from edgesynth.agent import Agent
+    from edgesynth.frames import parse_frame
+    from edgesynth.ram import _no_noise
+    schema = {"columns": [{"name": "c%d" % i, "bounds": [0, 1], "bins": 255} for i in range(16)]}
+    cols = [list(c) for c in itertools.combinations(range(16), 2)][:16]
+    spec = {"kind": "marginals", "schema": schema, "cols": cols, "q": 16, "sigma": [1] * 16}
+    frame = bytes(Agent({"format": 1, "epsilon": [1, 1], "mechanisms": [spec]}, restore=_no_noise).release())
+    assert len(frame) > 4 << 20
+    tracemalloc.start()
+    try:
+        rel, _ = parse_frame(frame)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 4 * len(frame) + (8 << 20)
+    st = rel.mechs[0]
+    assert [len(t) for t in st.totals] == [65536] * 16 and not st.groups[0].flags.writeable
+    before = [t.copy() for t in st.totals]
+    merged = st.copy()
+    merged.accumulate(st)   # the views add in place into the copy's own arrays, not into st's
+    assert all(np.array_equal(a, b) and np.array_equal(c, 2 * b) for a, b, c in zip(st.totals, before, merged.totals))

@@ -115,11 +115,15 @@ class MarginalsState:
         b = m["totals"]
         if not isinstance(b, bytes) or len(b) != 4 * total:
             raise SchemaError("marginals.totals must be a bin of %d bytes" % (4 * total))
-        # the nil groups' identity maps only now: their sizes are bounded by the totals' bytes
-        s.groups = [np.arange(ngroups[w], dtype=np.int32) if g is None else g for w, g in enumerate(s.groups)]
+        # the nil groups' identity maps only now (their sizes are bounded by the totals' bytes), one
+        # read-only arange per size shared by the marginals of that many cells: the frame's bound
+        ident = {c: np.arange(c, dtype=np.int32) for c, g in zip(ngroups, s.groups) if g is None}
+        for a in ident.values():
+            a.setflags(write=False)
+        s.groups = [ident[ngroups[w]] if g is None else g for w, g in enumerate(s.groups)]
         flat = np.frombuffer(b, dtype="<i4").astype(np.float64)
         cuts = np.cumsum([0] + ngroups)
-        s.totals = [flat[cuts[w]:cuts[w + 1]].copy() for w in range(n)]
+        s.totals = [flat[cuts[w]:cuts[w + 1]] for w in range(n)]  # views: the frame's bound (docs/wire-format.md)
         s.names, s.sizes, s.q, s.sigma, s.factor = list(s.schema.names), list(sizes), q, list(sigma), factor
         s.budget = (sum(sigma), q)
         s.var = np.array([dlap_variance(factor * q, p) for p in sigma])
