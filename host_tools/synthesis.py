@@ -219,7 +219,11 @@ class Generator:
     def _rows(self, n):
         """``n``, or a table generator's (marginals) estimated number of records for None."""
         if n is None and self.tabular:
-            return self.model.default_rows()
+            est = self.model.default_rows()
+            if est > MAX_SAMPLE:  # said here: "rows must be in [0, 10**9]" would name an n nobody passed
+                raise InputError("the generator estimates %d records, more than the %d one sample draws; "
+                                 "pass the number of rows (-n)" % (est, MAX_SAMPLE))
+            return est
         return n
 
     @property

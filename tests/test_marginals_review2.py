@@ -101,3 +101,18 @@ def test_plan_from_generator_defaults_to_the_generators_relation():
 def test_a_marginal_listed_twice_is_refused(sets):
     with pytest.raises(InputError, match="--marginals lists the marginal .* twice"):
         es.plan(mechanism="marginals", epsilon=1, schema=SCHEMA, marginals=sets)
+
+
+def test_sample_without_n_on_a_huge_estimate_asks_for_n():
+    from edgesynth.synthesis import Generator
+
+    gen = generator({"mechanism": "marginals"})
+    gen.model.total = 2e9
+    with pytest.raises(InputError, match="estimates 2000000000 records, more than the 1000000000 .* pass the number"):
+        Generator(gen).sample(seed=1)
+    assert len(Generator(gen).sample(5, seed=1)) == 5
+
+
+def test_a_tiny_epsilon_names_the_marginal_by_its_columns():
+    with pytest.raises(InputError, match=r"leaves the marginal of site x hour a noise scale above 2\*\*22"):
+        plan_marginals(Schema.from_json(SCHEMA), Fraction(1, 10 ** 7), marginals=[(0, 1), (2,)])

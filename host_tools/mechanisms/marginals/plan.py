@@ -115,8 +115,9 @@ def plan_marginals(schema, eps, ram=None, runtime="c", relation="add-remove", ma
     sigma = split_sqrt(eps.numerator << Q_BITS, ngroups)
     for c, p in zip(cols, sigma):
         if factor * q > p * MAX_SCALE:
-            raise InputError("marginals: epsilon %s over %d marginals leaves the marginal %r a noise scale above "
-                             "2**22; raise epsilon or measure fewer marginals" % (eps, len(cols), c))
+            raise InputError("marginals: epsilon %s over %d marginals leaves the marginal of %s a noise scale "
+                             "above 2**22; raise epsilon or measure fewer marginals"
+                             % (eps, len(cols), " x ".join(schema.names[i] for i in c)))
     counters = 4 * sum(ngroups) + map_bytes
     need = heap_need(counters, runtime, "marginals", channels=d, arrays=len(cols),
                      transient=marginals_transient(schema.to_json(), groups))
