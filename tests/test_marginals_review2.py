@@ -116,3 +116,32 @@ def test_sample_without_n_on_a_huge_estimate_asks_for_n():
 def test_a_tiny_epsilon_names_the_marginal_by_its_columns():
     with pytest.raises(InputError, match=r"leaves the marginal of site x hour a noise scale above 2\*\*22"):
         plan_marginals(Schema.from_json(SCHEMA), Fraction(1, 10 ** 7), marginals=[(0, 1), (2,)])
+
+
+def test_a_duplicated_column_name_is_refused_in_csv_and_parquet(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from edgesynth.mechanisms.marginals.table import read_records
+
+    path = tmp_path / "dup.csv"
+    path.write_text("site,site,hour\nnorth,south,1\n")
+    with pytest.raises(InputError, match="a column is named twice"):
+        read_records(path, ["site", "hour"])
+    pq.write_table(pa.table([pa.array(["north"]), pa.array(["south"])], names=["site", "site"]), tmp_path / "d.parquet")
+    with pytest.raises(InputError, match="a column is named twice"):
+        read_records(tmp_path / "d.parquet", ["site"])
+
+
+def test_a_blank_line_of_a_one_column_table_is_an_other_record(tmp_path):
+    from edgesynth.mechanisms.marginals.table import read_cells
+
+    schema = Schema.from_json({"columns": [{"name": "site", "values": ["north", "south"]}]})
+    path = tmp_path / "one.csv"
+    path.write_text("site\nnorth\n\nsouth\n")
+    assert read_cells(path, schema).ravel().tolist() == [0, 2, 1]
+    path.write_text("site\nnorth\nsouth\n")
+    assert read_cells(path, schema).ravel().tolist() == [0, 1]
+    two = Schema.from_json(SCHEMA)  # a blank line is no record of a wider table
+    path.write_text("site,hour,temp\nnorth,1,2.5\n\nsouth,0,3\n")
+    assert read_cells(path, two).tolist() == [[0, 1, 1], [1, 0, 1]]

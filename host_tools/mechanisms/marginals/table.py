@@ -149,18 +149,27 @@ def _csv(data, label, cols, delimiter):
         raise InputError("--delimiter must be one character, got %r" % delimiter)
     header = next(csv.reader(io.StringIO(first), delimiter=delimiter), [])
     header = [h.strip() for h in header]
+    _unique(header, label)
     absent = [c for c in cols if c not in header]
     if absent:
         raise InputError("%s has no column %r (columns: %s)" % (label, absent[0], _shown(header)))
     try:
         table = pcsv.read_csv(
             io.BytesIO(data), read_options=pcsv.ReadOptions(column_names=header, skip_rows=1),
-            parse_options=pcsv.ParseOptions(delimiter=delimiter),
+            # a blank line of a one-column table is a record whose value is missing ("other")
+            parse_options=pcsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=len(header) > 1),
             convert_options=pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.string() for c in cols},
                                                 strings_can_be_null=False, quoted_strings_can_be_null=False))
     except (pa.ArrowException, ValueError) as e:
         raise InputError("%s: not a readable CSV table (%s)" % (label, str(e).splitlines()[0] if str(e) else e))
     return {c: pc.utf8_trim_whitespace(table.column(c)).to_numpy(zero_copy_only=False) for c in cols}
+
+
+def _unique(names, label):
+    """InputError when a column name repeats (which column is meant?), as
+    the generic table reader says it."""
+    if len(set(names)) != len(names):
+        raise InputError("%s: a column is named twice (%s)" % (label, _shown(names)))
 
 
 def _shown(names):
@@ -177,6 +186,7 @@ def _parquet(data, label, cols):
     try:
         pf = pq.ParquetFile(io.BytesIO(data))
         names = pf.schema_arrow.names
+        _unique(names, label)
         absent = [c for c in cols if c not in names]
         if absent:
             raise InputError("%s has no column %r (columns: %s)" % (label, absent[0], _shown(names)))
