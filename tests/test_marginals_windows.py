@@ -14,6 +14,7 @@ import edgesynth.merge as merge
 from edgesynth.cli import main
 from edgesynth.errors import MergeError
 from edgesynth.frames import parse_frame
+from edgesynth.mechanisms import build
 from edgesynth.mechanisms.marginals.drift import limit
 from edgesynth.mechanisms.marginals.model import fit
 from edgesynth.mechanisms.marginals.schema import Schema
@@ -70,6 +71,15 @@ def test_two_plans_assemble_in_any_order_one_sum_per_plan(base):
     assert abs(n[parse_frame(f0)[0].mechs[0].config_id()] - 2 * N) < 200
     assert abs(n[parse_frame(f1)[0].mechs[0].config_id()] - N) < 200
     assert abs(s["estimated_records"] - 3 * N) < 300
+    # partial merges of disjoint frames (the Dask tree reduction) combine into the same generator
+    left, right = merge.Merges(unique=False), merge.Merges(unique=False)
+    for f in (f0, f1):
+        left.add(parse_frame(f)[0])
+    right.add(parse_frame(f0b)[0])
+    whole = merge.Merges(unique=False)
+    whole.absorb(left)
+    whole.absorb(right)
+    assert es.Generator(build(whole)).to_bytes() == g.to_bytes()
     # one plan alone is fitted as before: the plans entry holds its single window
     assert g0.summary()["config_id"] == parse_frame(f0)[0].mechs[0].config_id() and len(g0.summary()["plans"]) == 1
 
