@@ -2,6 +2,7 @@
 summed state per plan, fitted as windows of one stream, the same bytes in
 any frame order, a bounded number of plans, and the drift check (a
 stationary stream passes, a drifting one warns)."""
+from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
@@ -15,8 +16,9 @@ from edgesynth.cli import main
 from edgesynth.errors import MergeError
 from edgesynth.frames import parse_frame
 from edgesynth.mechanisms import build
+from edgesynth.mechanisms.marginals.adapt import plan_from_model
 from edgesynth.mechanisms.marginals.drift import limit
-from edgesynth.mechanisms.marginals.model import fit
+from edgesynth.mechanisms.marginals.model import Model, fit
 from edgesynth.mechanisms.marginals.schema import Schema
 from edgesynth.mechanisms.marginals.table import encode
 from edgesynth.merge import merge_releases
@@ -162,3 +164,16 @@ def test_assemble_prints_one_warning_line_for_a_drifting_stream(base, tmp_path):
     assert len(lines) == 1 and "the stream drifts" in lines[0] and "of 2 plans" in out.output
     out = run(main, ["assemble", str(tmp_path / "a.frame"), str(tmp_path / "c.frame"), "-o", str(tmp_path / "g")])
     assert out.exit_code == 0 and "warning" not in out.output and "of 2 plans" in out.output
+
+
+def test_the_next_plan_does_not_depend_on_the_order_of_the_plans_records(base):
+    """Model.totals are per plan in config id order, not in time: the
+    planner's expected records of the next window is their mean."""
+    _, _, g0 = base
+    m = g0.model.model
+    a = Model(m.sizes, m.log_p, 4000.0, totals=(1000.0, 3000.0))
+    b = Model(m.sizes, m.log_p, 4000.0, totals=(3000.0, 1000.0))
+    one = Model(m.sizes, m.log_p, 2000.0)
+    schema = g0.model.schema
+    assert plan_from_model(a, schema, Fraction(1)) == plan_from_model(b, schema, Fraction(1)) == \
+        plan_from_model(one, schema, Fraction(1))

@@ -20,7 +20,9 @@ The rule, for d >= 3 columns:
    were 21 marginals. A triple above the device's cells per marginal is
    replaced by its uncovered pairs.
 3. Partition each chosen marginal from the model (PPSyn's public
-   partitions): with n_next the last window's estimated record count and
+   partitions): with n_next the mean estimated record count of the plans
+   fitted (Model.totals, one per plan in config id order, so "the last
+   window" is not known; windows of similar size make it one window's) and
    s the marginal's noise sd under the budget split of the ungrouped plan,
    a cell whose expected count n_next * p(cell) is at least s keeps its own
    total; the others are sorted by expected count and merged, in that order,
@@ -114,7 +116,7 @@ def _plan(model, schema, eps, ram, runtime, relation, cols):
     """plan_marginals for ``cols`` with the model's partitions (rule step 3)."""
     mech = plan_marginals(schema, eps, None, runtime, relation, marginals=cols)["mechanisms"][0]
     factor = 2 if relation == "replace" else 1
-    n = model.totals[-1]
+    n = model.total / len(model.totals)
     axes = tuple(range(len(model.sizes)))
     tables = clique_sums(model.joint(), axes, cols, model.sizes)
     parts = {}
