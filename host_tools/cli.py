@@ -26,7 +26,7 @@ from edgesynth.agent.cdf.build import MAX_BINS
 from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.channels import column_map, parse_columns, spec_names
-from edgesynth.data.files import read_table
+from edgesynth.data.files import MISSING, read_table
 from edgesynth.data.tables import MISSING_RULES
 from edgesynth.data.tables import Table as Rows
 from edgesynth.errors import ColumnNotFound, EdgesynthError, InputError
@@ -193,6 +193,18 @@ def _reading_options(command):
         "--missing", default="skip", show_default=True, type=click.Choice(MISSING_RULES),
         help="A row with a missing value (empty, NA, N/A, n/a, #N/A, NaN, nan, NULL, null, None, ?; in Parquet "
              "null or NaN) in a column used: skip it and count it, or stop with an error naming its line.")(command)
+
+
+def _timed_rows(frame, time_column, missing, source):
+    """(rows of ``frame`` with a time, how many were left out): a row whose
+    ``time_column`` is missing (a MISSING token, null or NaN) is skipped or
+    refused as ``missing`` says, as the numeric reader does for a cdf run
+    (its schema columns never skip a row: a missing value there is "other")."""
+    t = frame[time_column]
+    gone = (t.isna() | t.astype(str).str.strip().isin(MISSING)).to_numpy()
+    if gone.any() and missing == "error":
+        raise InputError("%s: row %d, column %r: missing time" % (source, np.flatnonzero(gone)[0] + 1, time_column))
+    return frame[~gone].reset_index(drop=True), int(gone.sum())
 
 
 def _skipped(table):
@@ -499,12 +511,14 @@ def simulate(config_path, input_path, columns, runtime, cpu, heap, seed, device_
                              "the library (es.simulate)")
         # its columns as raw values (text or numbers): the schema maps each to a cell, never skipping a row
         frame = read_records(input_path, cols + ([time_column] if window is not None else []), delimiter)
-        table = Rows(frame, cols, 0, label(input_path))
-        data = frame[cols]
+        skipped = 0
         if window is not None:
             if epoch:
                 raise InputError("--epoch is the window index with --window; leave it out")
+            frame, skipped = _timed_rows(frame, time_column, missing, label(input_path))
             times = frame[time_column].to_numpy()  # Unix seconds or ISO 8601, checked against the schedule
+        table = Rows(frame, cols, skipped, label(input_path))
+        data = frame[cols]
     elif window is not None:
         if epoch:
             raise InputError("--epoch is the window index with --window; leave it out")
@@ -642,7 +656,8 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
         click.echo(_assemble_line(summary, output and _shown(output)), err=is_stdio(output))
         if gen.kind == "marginals" and gen.model.drifting:
             click.echo("warning: the windows disagree beyond their noise: the stream drifts, and a plan from an "
-                       "earlier window may fit later ones badly (drift statistic per plan: %s)"
+                       "earlier window may fit later ones badly; the model is the mixture of each plan's own fit "
+                       "(drift statistic per plan: %s)"
                        % ", ".join("%.0f > %.0f" % (st, lim) if st > lim else "%.0f" % st
                                    for st, _, lim in gen.model.drift), err=True)
         if "revoked_frames_left_out" in summary:

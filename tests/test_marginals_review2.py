@@ -145,3 +145,23 @@ def test_a_blank_line_of_a_one_column_table_is_an_other_record(tmp_path):
     two = Schema.from_json(SCHEMA)  # a blank line is no record of a wider table
     path.write_text("site,hour,temp\nnorth,1,2.5\n\nsouth,0,3\n")
     assert read_cells(path, two).tolist() == [[0, 1, 1], [1, 0, 1]]
+
+
+def test_simulate_window_skips_or_refuses_a_row_without_a_time_as_missing_says(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from edgesynth.cli import main
+
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(es.plan(mechanism="marginals", epsilon=1, schema=SCHEMA)))
+    data = tmp_path / "d.csv"
+    data.write_text("site,hour,temp,t\nnorth,1,2.5,1000\nsouth,,3,\neast,2,11,1003\nnorth,0,1,NA\n")
+    args = ["simulate", "--config", cfg, "--input", data, "--time-column", "t", "--window", 10, "--start", 1000,
+            "--end", 1020, "--seed", "01", "-o", tmp_path / "f.bin"]
+    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "2 readings (2 of 4 rows skipped: missing value)" in r.output
+    r = CliRunner().invoke(main, [str(a) for a in args + ["--missing", "error"]], catch_exceptions=False)
+    assert r.exit_code == 2 and "row 2, column 't': missing time" in r.output
