@@ -50,7 +50,7 @@ C_PHDSTREAM_OVERHEAD = 2048
 # 35 KiB charged before (its 32-bit estimate 263,865 B > 256 KiB).
 RUNTIME_OVERHEAD = {
     "micropython": {"cms": 20 * 1024, "cs": 22 * 1024, "cdf": 20 * 1024, "profile": 21 * 1024,
-                    "phdstream": 38 * 1024, "marginals": 22 * 1024},
+                    "phdstream": 38 * 1024, "marginals": 24 * 1024},
     "c": {"cms": C_CORE_OVERHEAD, "cs": C_CORE_OVERHEAD, "cdf": C_CORE_OVERHEAD, "profile": C_CORE_OVERHEAD,
           "phdstream": C_PHDSTREAM_OVERHEAD, "marginals": C_CORE_OVERHEAD},
 }
@@ -87,9 +87,12 @@ SHAPE_BYTES = {"cms": (256, 96), "cs": (256, 96), "cdf": (512, 96), "profile": (
 # string's object (16 B) with its data in 16-byte GC blocks, a float's boxed
 # object (16 B); a partitioned marginal's group ids arrive as a JSON list,
 # alive beside their array('H') copy while the state is built (the grid
-# measured 8.3 B per cell and 26 B per value of 12-character strings and
-# small ints).
-MARGINALS_VALUE_BYTES = 8
+# measured 8.3 B per cell). A value's slot is 12 B: its list slot with the
+# JSON list's growth slack and its entry in the set that checks the values
+# distinct (agent/marginals/build.py _check_values, tables grown by about
+# 4/3, old and new alive while it grows); one column of n = 1000 -> 4000 values
+# measured 11.6 B per int, 27.3 per float and 41.7 per 12-character string.
+MARGINALS_VALUE_BYTES = 12
 MARGINALS_MAP_CELL_BYTES = 10
 
 

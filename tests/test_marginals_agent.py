@@ -221,3 +221,21 @@ def test_micropython_plan_runs_in_its_ram_and_is_refused_below_it():
         plan_marginals(SCHEMA, Fraction(1), ram=20 * 1024, runtime="micropython")
     with pytest.raises(InputError, match="not 'qemu'"):
         plan_marginals(SCHEMA, Fraction(1), runtime="qemu")
+
+
+@pytest.mark.parametrize("kind, n", [("int", 50), ("int", 300), ("int", 4000), ("float", 100), ("float", 300),
+                                     ("float", 2000), ("str", 100)])
+def test_micropython_numeric_values_run_in_their_planned_heap(kind, n):
+    """A schema's int and float values are charged what the device's check
+    of them costs (host_tools/ram.py MARGINALS_VALUE_BYTES): a plan with one
+    column of n such values runs in its expected_peak_bytes on the unix port
+    (it did not while every number's text was built to compare them)."""
+    _micropython()
+    from edgesynth.runtimes.micropython import run_micropython
+    vals = {"int": list(range(100000, 100000 + n)), "float": [i + 0.5 for i in range(n)],
+            "str": ["s%011d" % i for i in range(n)]}[kind]
+    s = Schema.from_json({"columns": [{"name": "a", "values": vals}, {"name": "b", "values": [0, 1]}]})
+    cfg = plan_marginals(s, Fraction(1), marginals=[(0,), (1,)], runtime="micropython")
+    rows = [(i % n, i % 3) for i in range(50)]
+    need = cfg["plan"]["expected_peak_bytes"]
+    assert run_micropython(cfg, rows, need, seed=SEED) == run_cpython(cfg, rows, seed=SEED)

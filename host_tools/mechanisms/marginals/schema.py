@@ -140,7 +140,7 @@ def _column(i, c):
     if keys == {"name", "bounds", "bins"}:
         b, k = c["bounds"], c["bins"]
         if not isinstance(b, list) or len(b) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, float))
-                                                        or not math.isfinite(v) for v in b) or not b[0] < b[1]:
+                                                        or not _finite(v) for v in b) or not b[0] < b[1]:
             raise InputError("%s: bounds must be [lo, hi], two finite numbers with lo < hi" % what)
         if not math.isfinite(float(b[1]) - float(b[0])):
             raise InputError("%s: hi - lo overflows a double" % what)
@@ -153,6 +153,14 @@ def _column(i, c):
                              "use fewer bins" % (what, k, b[0], b[1]))
         return col
     raise InputError('%s must have "values", or "bounds" and "bins" (got keys %s)' % (what, ", ".join(sorted(keys))))
+
+
+def _finite(v):
+    """Whether the number ``v`` is a finite double (an int beyond a double's range is not)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 def _edges(col):
@@ -197,14 +205,15 @@ def _as_list(values):
 
 
 def _as_numbers(values):
-    """float64 array of ``values``; an entry that is not a number is NaN."""
+    """float64 array of ``values``; an entry that is not a number, or an int
+    beyond a double's range, is NaN (its record counts in the "other" cell)."""
     try:
         return np.asarray(values, dtype=np.float64).ravel()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         out = np.empty(len(values))
         for j, v in enumerate(_as_list(values)):
             try:
                 out[j] = float(v)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 out[j] = np.nan
         return out
