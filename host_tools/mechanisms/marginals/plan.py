@@ -2,11 +2,13 @@
 partitions, the budget split and the RAM check (docs/mechanisms/marginals.md,
 "Planner").
 
-First slice: one window, no adaptivity. The candidate set is every 1-way and
-every 2-way marginal of the schema (or the ``marginals`` given); each is
-ungrouped unless ``partitions`` gives it a public partition (the host's
-partition planner, which will derive them from an earlier window's model,
-is a later slice).
+One window's config. The candidate set is every 1-way and every 2-way
+marginal of the schema (or the ``marginals`` given); each is ungrouped
+unless ``partitions`` gives it a public partition. The next window of a
+stream is planned from the model of the windows released so far by
+edgesynth.mechanisms.marginals.adapt.plan_from_model, which chooses the
+marginals and their partitions and calls plan_marginals
+(docs/mechanisms/marginals.md, Planner, "Adaptive windows").
 
 Budget split (the pure-DP analogue of PPSyn's rho_w proportional to
 |P_w|**(2/3)): marginal w with G_w groups gets epsilon_w; its noise of scale
