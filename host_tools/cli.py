@@ -656,10 +656,11 @@ def assemble(releases, output, key_hex, keyring, store_path, devices, config_has
         click.echo(_assemble_line(summary, output and _shown(output)), err=is_stdio(output))
         if gen.kind == "marginals" and gen.model.drifting:
             click.echo("warning: the windows disagree beyond their noise: the stream drifts, and a plan from an "
-                       "earlier window may fit later ones badly; the model is the mixture of each plan's own fit "
-                       "(drift statistic per plan: %s)"
-                       % ", ".join("%.0f > %.0f" % (st, lim) if st > lim else "%.0f" % st
-                                   for st, _, lim in gen.model.drift), err=True)
+                       "earlier window may fit later ones badly%s (drift statistic per plan: %s)"
+                       % ("; the model is the mixture of each plan's own fit"
+                          if summary.get("fit", "").startswith("mixture") else "",
+                          ", ".join("%.0f > %.0f" % (st, lim) if st > lim else "%.0f" % st
+                                    for st, _, lim in gen.model.drift)), err=True)
         if "revoked_frames_left_out" in summary:
             click.echo("(%d stored frame(s) of devices revoked in the keyring left out)"
                        % summary["revoked_frames_left_out"], err=True)
