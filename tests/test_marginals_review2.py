@@ -8,6 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import edgesynth as es
 from edgesynth.errors import InputError
@@ -165,3 +167,48 @@ def test_simulate_window_skips_or_refuses_a_row_without_a_time_as_missing_says(t
     assert "2 readings (2 of 4 rows skipped: missing value)" in r.output
     r = CliRunner().invoke(main, [str(a) for a in args + ["--missing", "error"]], catch_exceptions=False)
     assert r.exit_code == 2 and "row 2, column 't': missing time" in r.output
+
+
+def test_the_value_rule_text_matches_strings_and_numbers_numerically():
+    col = Schema.from_json({"columns": [{"name": "c", "values": ["007", 3, 2.5, 1e20, "1.0", "a"]}]})
+    got = col.encode_column(0, ["007", 7, "7", "3", "3.0", "3e0", 3.0, np.int64(3), "2.5", 2.5, "1e+20", 1e20,
+                                "100000000000000000000", "1.0", 1, "1", "a", "", None, "inf", "nan", True])
+    assert got.tolist() == [0, 6, 6, 1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 4, 6, 6, 5, 6, 6, 6, 6, 6]
+    # a number matches a string category by its canonical text when no number of the schema equals it
+    assert Schema.from_json({"columns": [{"name": "c", "values": ["1", "2"]}]}).encode_column(
+        0, [1, 2.0, np.int64(2), 3]).tolist() == [0, 1, 1, 2]
+
+
+@pytest.mark.parametrize("values", [[1, "1"], [1.0, "1"], [2.5, "2.5"], [1, 1.0], ["a", "a"], ["a", ""]])
+def test_values_that_would_read_back_alike_are_refused(values):
+    with pytest.raises(InputError, match="repeat|is not a value"):
+        Schema.from_json({"columns": [{"name": "c", "values": values}]})
+
+
+def _distinct(vals):
+    from edgesynth.mechanisms.marginals.schema import _key
+
+    return len({_key(v) for v in vals}) == len(vals)
+
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), min_size=1, max_size=8)
+VALUE = st.one_of(TEXT, st.integers(-2 ** 31, 2 ** 31 - 1), st.floats(allow_nan=False, allow_infinity=False),
+                  st.sampled_from(["007", "1.0", "3e0", "1e+20", "2.5e-07", "-0", "NA", "nan", "None"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(VALUE, min_size=1, max_size=6).filter(_distinct), st.sampled_from(["csv", "parquet"]))
+def test_every_schema_value_written_reads_back_to_its_cell(tmp_path, values, ext):
+    from edgesynth.mechanisms.marginals.table import read_cells, write_tables
+
+    schema = Schema.from_json({"columns": [{"name": "v", "values": values}, {"name": "w", "values": values[::-1]}]})
+    k = len(values)
+    cells = np.array([[j, k - j] for j in range(k + 1)], dtype=np.int64)  # every cell of both, "other" included
+    frame = pd.DataFrame({n: schema.decode_column(i, cells[:, i], None) for i, n in enumerate(schema.names)})
+    path = tmp_path / ("t." + ext)
+    write_tables(path, schema, [frame])
+    assert read_cells(path, schema).tolist() == cells.tolist()
+    # a one-column table: "other" is a blank line
+    one = Schema.from_json({"columns": [{"name": "v", "values": values}]})
+    write_tables(path, one, [frame[["v"]]])
+    assert read_cells(path, one).ravel().tolist() == cells[:, 0].tolist()

@@ -30,9 +30,10 @@ def test_sizes_and_names_count_the_other_cell(schema):
 def test_categorical_values_and_their_text_match_everything_else_is_other(schema):
     cells = schema.encode_column(0, ["A", "C", "B", "D", "", None, float("nan"), 1])
     assert cells.tolist() == [0, 2, 1, 3, 3, 3, 3, 3]
-    # integers match as ints, integral floats and as CSV text; anything else is "other" (24)
-    hours = schema.encode_column(1, [0, 23, "7", 7.0, np.int64(5), 24, -1, 7.5, "07", "x", None])
-    assert hours.tolist() == [0, 23, 7, 7, 5, 24, 24, 24, 24, 24, 24]
+    # integers match any numerically equal input: ints, integral floats, number text ("07" and "7.0" are 7);
+    # anything else is "other" (24)
+    hours = schema.encode_column(1, [0, 23, "7", 7.0, np.int64(5), 24, -1, 7.5, "07", "7.0", "x", "1_0", None])
+    assert hours.tolist() == [0, 23, 7, 7, 5, 24, 24, 24, 7, 7, 24, 24, 24]
     assert schema.encode_column(1, np.array([3, 30])).tolist() == [3, 24]
 
 

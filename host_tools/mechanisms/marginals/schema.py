@@ -6,12 +6,15 @@
                  {"name": "temp", "bounds": [-40, 60], "bins": 20}]}
 
 A categorical column (``values``: strings, integers or finite floats, all
-distinct, also as strings) has len(values) + 1 cells; a binned column
+distinct by their canonical text: 1, 1.0 and "1" are one value) has len(values) + 1 cells; a binned column
 (``bounds`` [lo, hi], ``bins`` k) has k + 1 cells: bin b holds
 e[b] <= x < e[b+1] for the edges e = numpy.linspace(lo, hi, k + 1), and
 x = hi is in bin k-1. The edges must be distinct doubles (a bin narrower
 than float resolution could hold no value), so that decoding and encoding
 are exact inverses: every decoded number encodes back to its bin.
+A value read from data matches a schema string only as the same text
+("007" is not 7) and a schema number when numerically equal to it (the
+number 3.0, or the text "3", "3.0" or "3e0", is the value 3): _find.
 The last cell of every column is the reserved "other" cell: a value outside
 the domain (an unknown category, a number outside [lo, hi], NaN, a missing
 value) is counted there, never dropped.
@@ -78,8 +81,8 @@ class Schema:
         other = self.sizes[i] - 1
         col = self.columns[i]
         if "values" in col:
-            lookup = self._lookup[i]
-            return np.fromiter((lookup.get(_key(v), other) for v in _as_list(values)), dtype=np.int64)
+            texts, nums = self._lookup[i]
+            return np.fromiter((_find(texts, nums, v, other) for v in _as_list(values)), dtype=np.int64)
         e = self._edges[i]
         x = _as_numbers(values)
         with np.errstate(invalid="ignore"):
@@ -134,6 +137,8 @@ def _column(i, c):
                 raise InputError("%s: integer value %d is outside int32" % (what, v))
             if isinstance(v, str) and len(v) > MAX_NAME:
                 raise InputError("%s: a string value is longer than %d characters" % (what, MAX_NAME))
+            if v == "":  # an empty CSV cell is a missing value ("other"): "" could never be read back
+                raise InputError('%s: "" is not a value (an empty cell is a missing value, the "other" cell)' % what)
         if len({_key(v) for v in vals}) != len(vals):
             raise InputError("%s: values repeat (also as strings: 1 and \"1\" are the same value)" % what)
         return {"name": name, "values": list(vals)}
@@ -181,8 +186,10 @@ def _missing(v):
 
 
 def _key(v):
-    """The lookup key of a value: its text, so that a CSV's "3" matches the
-    schema's 3 (an integral float matches its integer: 3.0 is "3"). A
+    """The canonical text of a value, which schema values must not share
+    (1, 1.0 and "1" are one value; "1.0" and 1 are two) and which a number
+    is written as in a text column (value_text): an int's digits, an
+    integral float's integer digits (3.0 is "3"), another float's repr. A
     missing value (None, NaN, pandas.NA, NaT) has the key None, which no
     value has (the string "None" is a value like any other)."""
     if _missing(v) or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
@@ -194,8 +201,55 @@ def _key(v):
     return str(v)
 
 
+def value_text(v):
+    """The text a schema value is written as in a text (CSV, or a column of
+    mixed kinds) and read back from: a string itself, a number its
+    canonical text (_key), which no string value of the schema is, so it
+    reads back to the number's cell (numbers are matched numerically)."""
+    return v if isinstance(v, str) else _key(v)
+
+
 def _lookup(values):
-    return {_key(v): j for j, v in enumerate(values)}
+    """({string value: cell}, {float(numeric value): cell}) of a column."""
+    texts = {v: j for j, v in enumerate(values) if isinstance(v, str)}
+    nums = {float(v): j for j, v in enumerate(values) if not isinstance(v, str)}
+    return texts, nums
+
+
+def _find(texts, nums, v, other):
+    """The cell of the value ``v`` read from data (``other`` when none).
+
+    A schema STRING value matches the same text only ("007" is not "7"). A
+    schema NUMERIC value (int or float) matches any input numerically equal
+    to it: a number, or text that parses as a finite number ("3", "3.0",
+    "3e0" all match 3; Python's float syntax without "_"). Text is matched
+    against the strings first; a number that matches no numeric value
+    matches the string of its canonical text (an int column of a DataFrame
+    read against string categories "1", "2"). The schema's values are
+    distinct under _key, so no input can match two of them in one way."""
+    if isinstance(v, str):
+        j = texts.get(v)
+        if j is None and nums and "_" not in v:
+            try:
+                f = float(v)
+            except ValueError:
+                return other
+            j = nums.get(f) if math.isfinite(f) else None
+        return other if j is None else j
+    if _missing(v):
+        return other
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        try:
+            f = float(v)
+        except OverflowError:  # an int beyond a double: no value of the schema (int32 or a double)
+            return other
+        if not math.isfinite(f):
+            return other
+        j = nums.get(f)
+        if j is None and texts:
+            j = texts.get(_key(v))
+        return other if j is None else j
+    return texts.get(str(v), other)
 
 
 def _as_list(values):

@@ -2,8 +2,9 @@
 Host algorithms): reading a CSV / Parquet file or a DataFrame into cell
 indices, loading a schema, writing synthetic tables with the schema's values.
 
-Reading keeps every row: a categorical cell is matched as text against the
-schema's values (the CSV's "3" is the schema's 3), a binned cell is read as
+Reading keeps every row: a categorical cell matches a schema string as the
+same text and a schema number when numerically equal (the CSV's "3" and
+"3.0" are the schema's 3; schema.Schema.encode_column), a binned cell is read as
 a number, and anything else (an unknown category, a number outside the
 bounds, text in a binned column, an empty or missing cell) is that column's
 "other" cell, as on the device: a record is never dropped for its values.
@@ -21,7 +22,7 @@ from edgesynth.data.files import DELIMITERS
 from edgesynth.data.tables import column_names
 from edgesynth.errors import InputError
 from edgesynth.filekind import check as check_kind
-from edgesynth.mechanisms.marginals.schema import Schema
+from edgesynth.mechanisms.marginals.schema import Schema, value_text
 from edgesynth.outputs import atomic_output
 from edgesynth.stdio import is_stdio, read_input, stdout_bytes
 from edgesynth.stdio import label as path_label
@@ -230,7 +231,8 @@ def _mixed(schema):
 
 def _arrow_table(frame, target, mixed):
     """``frame`` as a pyarrow Table of ``target``'s types, missing values
-    (None, NaN, pandas.NA) as nulls; the ``mixed`` columns as text."""
+    (None, NaN, pandas.NA) as nulls; the ``mixed`` columns as text
+    (schema.value_text: a number's canonical text reads back to its cell)."""
     import pyarrow as pa
 
     arrays = []
@@ -238,7 +240,7 @@ def _arrow_table(frame, target, mixed):
         col = frame[field.name]
         if field.name in mixed:
             vals = col.to_numpy(dtype=object, na_value=None)
-            arr = pa.array([None if v is None else str(v) for v in vals], type=pa.string())
+            arr = pa.array([None if v is None else value_text(v) for v in vals], type=pa.string())
         else:
             arr = pa.array(col, from_pandas=True)  # pandas' own Arrow-backed strings convert without a copy
             if arr.type != field.type:
