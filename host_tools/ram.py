@@ -50,7 +50,7 @@ C_PHDSTREAM_OVERHEAD = 2048
 # 35 KiB charged before (its 32-bit estimate 263,865 B > 256 KiB).
 RUNTIME_OVERHEAD = {
     "micropython": {"cms": 20 * 1024, "cs": 22 * 1024, "cdf": 20 * 1024, "profile": 21 * 1024,
-                    "phdstream": 38 * 1024, "marginals": 24 * 1024},
+                    "phdstream": 38 * 1024, "marginals": 22 * 1024},
     "c": {"cms": C_CORE_OVERHEAD, "cs": C_CORE_OVERHEAD, "cdf": C_CORE_OVERHEAD, "profile": C_CORE_OVERHEAD,
           "phdstream": C_PHDSTREAM_OVERHEAD, "marginals": C_CORE_OVERHEAD},
 }

@@ -115,27 +115,17 @@ def schema_shape(schema):
             b = c["bounds"]
             if not isinstance(b, list) or len(b) != 2:
                 raise ConfigError("%s.bounds must be [lo, hi]" % what)
-            lo = _bound(b[0], what + ".bounds[0]")
-            hi = _bound(b[1], what + ".bounds[1]")
+            try:
+                lo = float(number(b[0], what + ".bounds[0]"))
+                hi = float(number(b[1], what + ".bounds[1]"))
+            except OverflowError:  # an int beyond a double on CPython (inf on MicroPython): refused below
+                lo = hi = 0.0
             if not lo < hi or not (hi - lo) - (hi - lo) == 0.0:
                 raise ConfigError("%s.bounds must have lo < hi and a finite span" % what)
             sizes.append(int_field(c, what, "bins", 1, MAX_SIZE - 1) + 1)
         else:
             raise ConfigError('%s must hold "name" and "values", or "name", "bounds" and "bins"' % what)
     return names, tuple(sizes)
-
-
-def _bound(v, what):
-    """The bound ``v`` as a finite float; an int beyond a double's range is
-    refused alike on CPython (float() overflows) and MicroPython (inf)."""
-    number(v, what)
-    try:
-        f = float(v)
-    except OverflowError:
-        f = None
-    if f is None or not f - f == 0.0:
-        raise ConfigError("%s is beyond a double's range" % what)
-    return f
 
 
 def _short_str(s):
@@ -147,55 +137,49 @@ def _check_values(vals, what):
     float, distinct by the text the host matches on (an integral float is
     its integer's text, another float its repr; 1, 1.0 and "1" are one value).
 
-    Numbers are compared as numbers and strings as strings, so no text is
-    built for a number (a value's text would cost about 100 B of heap each);
-    only a string that parses as a number in the column gets that number's
-    text, which it is compared with."""
-    nums, strs = set(), set()
+    Numbers are compared as numbers and strings as strings (one set holds
+    both: 1 != "1" there), so no text is built for a number (about 100 B of
+    heap each); only a string that parses as a number of the column gets
+    that number's text to compare with. Names are reused rather than added:
+    every new one is interned for good (qstr) on a marginals device."""
+    seen = set()
     for v in vals:
         if isinstance(v, str):
             if len(v) > MAX_NAME:
                 raise ConfigError("%s.values: a string longer than %d characters" % (what, MAX_NAME))
-            k, seen = v, strs
+            k = v
         elif isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ConfigError("%s.values must be strings, integers or finite numbers" % what)
         elif isinstance(v, int):
             if not -INT32 <= v < INT32:
                 raise ConfigError("%s.values: integer %d is outside int32" % (what, v))
-            k, seen = v, nums
+            k = v
         elif not v - v == 0.0:
             raise ConfigError("%s.values: %r is not finite" % (what, v))
         else:
-            # an integral float in int32 is looked up as its int: the same
-            # hash on every port (a 32-bit port boxes ints from 2**30)
-            k, seen = (int(v) if -INT32 <= v < INT32 and v == int(v) else v), nums
+            # an integral float in int32 is kept as its int: the same hash on
+            # every port (a 32-bit port boxes ints from 2**30)
+            k = int(v) if -INT32 <= v < INT32 and v == int(v) else v
         if k in seen:
-            raise ConfigError(_REPEAT % (what, v))
+            raise ConfigError("%s.values repeat %r (also as text: 1 and \"1\" are the same value)" % (what, v))
         seen.add(k)
-    if nums:
-        for v in vals:
-            if isinstance(v, str) and _number_text(v, nums):
-                raise ConfigError(_REPEAT % (what, v))
-
-
-_REPEAT = "%s.values repeat %r (also as text: 1 and \"1\" are the same value)"
-
-
-def _number_text(s, nums):
-    """Whether string ``s`` is the text of a number in the set ``nums``."""
-    try:
-        n = int(s)
-    except ValueError:
+    for v in vals:
+        if not isinstance(v, str):
+            continue
         try:
-            f = float(s)
+            k = int(v)
+            if not -INT32 <= k < INT32:
+                k = float(k)  # only a float outside int32 can equal it (a string holds <= MAX_NAME digits)
+            k = k in seen and str(int(k)) == v
         except ValueError:
-            return False
-        # an integral float's text is its integer's digits, which int() parsed
-        return f in nums and f != f // 1 and repr(f) == s
-    if not -INT32 <= n < INT32:
-        n = float(n)  # only a float outside int32 can equal it (strings hold <= MAX_NAME digits)
-        return n in nums and str(int(n)) == s
-    return n in nums and str(n) == s
+            try:
+                k = float(v)
+            except ValueError:
+                continue
+            # an integral float's text is its integer's digits, which int() parsed
+            k = k in seen and k != k // 1 and repr(k) == v
+        if k:
+            raise ConfigError("%s.values repeat %r (also as text: 1 and \"1\" are the same value)" % (what, v))
 
 
 def _groups(groups, cells):
