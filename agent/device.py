@@ -336,9 +336,11 @@ def routes(cfg, mechs):
                 raise ConfigError("a %s mechanism reads column %r, which is not among the inputs %r"
                                   % (m.kind, nm, inputs))
             # a marginals column arrives as a cell index, not a reading: no
-            # other mechanism may read it (existing names only: qstr budget)
+            # other mechanism may read it. Existing names only, and the kind
+            # taken from MECHANISMS (where "marginals" is last): a literal
+            # would intern one more name on every device (qstr budget)
             for i in range(len(mechs)):
-                if mechs[i] is not m and "marginals" in (m.kind, mechs[i].kind) and nm in mechs[i].names:
+                if mechs[i] is not m and MECHANISMS[-1] in (m.kind, mechs[i].kind) and nm in mechs[i].names:
                     raise ConfigError("column %r is read by a %s and a %s mechanism; a marginals column holds "
                                       "cell indices, so no other mechanism of the config may read it"
                                       % (nm, m.kind, mechs[i].kind))
