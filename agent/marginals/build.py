@@ -133,7 +133,8 @@ def _short_str(s):
 
 
 def _check_values(vals, what):
-    """Every value a string (up to MAX_NAME characters), an int32 or a finite
+    """Every value a string (1..MAX_NAME characters: "" is an empty cell, a
+    missing value, so it is no value), an int32 or a finite
     float, distinct by the text the host matches on (an integral float is
     its integer's text, another float its repr; 1, 1.0 and "1" are one value).
 
@@ -145,8 +146,8 @@ def _check_values(vals, what):
     seen = set()
     for v in vals:
         if isinstance(v, str):
-            if len(v) > MAX_NAME:
-                raise ConfigError("%s.values: a string longer than %d characters" % (what, MAX_NAME))
+            if not 0 < len(v) <= MAX_NAME:  # the message replaced, not added: no new interned string
+                raise ConfigError("%s.values: a string must have 1..%d characters" % (what, MAX_NAME))
             k = v
         elif isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ConfigError("%s.values must be strings, integers or finite numbers" % what)
