@@ -290,6 +290,49 @@ def test_sanitized_glue_frames_identical_to_python(asan_core, tmp_path, seed):
     assert (tmp_path / "out.bin").read_bytes() == want
 
 
+COUNT_C = r"""
+#include <stdio.h>
+#include "es_core.h"
+
+int main(void)
+{
+    /* 2 columns of 3 and 4 cells; marginals (0) ungrouped, (0, 1) grouped onto 2 groups */
+    static const uint16_t sizes[] = {3, 4}, groups[] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+    static const uint8_t way[] = {1, 2}, cols[] = {0, 0, 0, 0, 1, 0}, schema[] = {0x80};
+    static const uint32_t ngroups[] = {0, 2};
+    static const uint64_t sigma[] = {1, 1};
+    es_marginals_cfg_t c = {2, 2, sizes, way, cols, ngroups, groups, 8, sigma, schema, 1};
+    static int32_t mem[5];
+    es_marginals_t m;
+    uint16_t cell[2] = {65535, 9}; /* both past their column: the "other" cells 2 and 3 */
+    int i;
+    if (es_marginals_init(&m, &c, 1, mem, sizeof mem))
+        return 2;
+    m.base.noised = 1; /* the harness skips the noise (es_agent_init draws it): totals start at 0 */
+    if (es_marginals_count(&m, cell))
+        return 3;
+    for (i = 0; i < 5; i++)
+        printf("%d ", (int)mem[i]);
+    return 0;
+}
+"""
+
+
+def test_count_clamps_indices_past_their_column(asan_core, tmp_path):
+    """es_marginals_count is public: indices past their column count in its
+    "other" cell, in bounds under AddressSanitizer (they indexed past the
+    totals and the group map before)."""
+    (tmp_path / "count.c").write_text(COUNT_C)
+    exe = str(tmp_path / "count")
+    subprocess.run(["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=all", "-I", ccore.includedir(), str(tmp_path / "count.c")] + asan_core +
+                   ["-lm", "-o", exe], check=True)
+    res = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    # (0): cell 2 of 3; (0, 1): cell 2 * 4 + 3 = 11, group 1 (no noise drawn: totals start at 0)
+    assert res.stdout.split() == ["0", "0", "1", "0", "1"]
+
+
 # ---- on an emulated Cortex-M ------------------------------------------------
 
 @pytest.fixture(scope="module")

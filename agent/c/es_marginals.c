@@ -40,7 +40,7 @@ static uint32_t valid_totals(const es_marginals_cfg_t *c)
             uint8_t col = c->cols[3 * w + k];
             if (col >= c->d || (k && col <= c->cols[3 * w + k - 1]))
                 return 0;
-            cells *= c->sizes[col]; /* < 2**36 after three columns: checked below each step */
+            cells *= c->sizes[col]; /* <= 2**16 * 2**12 = 2**28: the product is checked at every step */
             if (cells > ES_MARG_MAX_CELLS)
                 return 0;
         }
@@ -121,8 +121,9 @@ int es_marginals_count(es_marginals_t *m, const uint16_t *cell)
         const uint8_t *cols = c->cols + 3 * w;
         uint32_t j = 0, cells = 1;
         for (k = 0; k < c->way[w]; k++) { /* C order: the last column varies fastest */
-            j = j * c->sizes[cols[k]] + cell[cols[k]];
-            cells *= c->sizes[cols[k]];
+            uint32_t size = c->sizes[cols[k]], v = cell[cols[k]];
+            j = j * size + (v < size ? v : size - 1); /* clamped: the entry is public, the index in bounds */
+            cells *= size;
         }
         if (c->ngroups[w]) {
             t[g[j]]++;

@@ -55,7 +55,9 @@ int es_marginals_update_i32(es_marginals_t *m, const int32_t *x, size_t n);
 /* the same with double readings: a value v in [0, sizes[c]) is floor(v), anything
  * else (NaN, +-inf included) the "other" cell (es_marginals_f64.c) */
 int es_marginals_update_f64(es_marginals_t *m, const double *x, size_t n);
-/* the shared count of one record given as clamped cell indices (d of them) */
+/* the shared count of one record given as d cell indices; an index at or
+ * above sizes[c] counts in column c's "other" cell (the updates above clamp
+ * already; this keeps every total write in bounds whatever the caller passes) */
 int es_marginals_count(es_marginals_t *m, const uint16_t *cell);
 
 #ifdef __cplusplus
