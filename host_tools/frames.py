@@ -15,6 +15,7 @@ import struct
 import msgpack
 
 from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.marginals.build import MAX_SIZE as MARGINALS_MAX_SIZE
 from edgesynth.agent.privhp.build import MAX_COUNTERS
 from edgesynth.agent.wire import FORMAT, MAGIC, MAX_DEVICE_ID, MAX_MECHANISMS, PAYLOAD_KEYS, RELATIONS, device_id_bytes
 from edgesynth.decode import decode_budget, scan_msgpack
@@ -26,7 +27,7 @@ MAX_PAYLOAD = 4 * MAX_COUNTERS + (1 << 20)  # bytes: the largest state a config 
 # The deepest legal path is payload.mechs[i].schema.columns[j].values (a
 # marginals state's public schema): 7 nested containers.
 MAX_NESTING = 7
-MAX_ARRAY = 4096  # items of one array: a marginals schema column's values (agent/marginals/build.py MAX_SIZE)
+MAX_ARRAY = MARGINALS_MAX_SIZE  # items of one array: a marginals schema column's values (at most MAX_SIZE - 1)
 # Objects of the largest legal payload: the top map (keys, values, eps's two
 # numbers) and MAX_MECHANISMS of the largest mechanism map. A payload claiming more
 # is refused before msgpack builds any of them.

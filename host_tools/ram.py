@@ -227,7 +227,9 @@ def frame_bound(cfg):
 
 
 def _no_noise(mechs):
-    """Agent's ``restore``: keep the freshly allocated (zero) counters."""
+    """Agent's ``restore``: keep the freshly allocated counters (zeros; a
+    marginals state's start as range(G) per marginal, the same width on the
+    wire), drawing no noise."""
 
 
 def heap_need(counters, runtime, kind, channels=0, arrays=0, transient=0):

@@ -60,10 +60,11 @@ def parse(m, spec, factor):
             cells *= m.sizes[i]
             if cells > MAX_CELLS:  # checked per factor: no product reaches 2**30 (MAX_CELLS * MAX_SIZE)
                 raise ConfigError("marginals.cols[%d] has more than %d cells" % (w, MAX_CELLS))
+        c = tuple(c)  # once per marginal, compared with every earlier one
         for v in range(w):
-            if m.cols[v] == tuple(c):
+            if m.cols[v] == c:
                 raise ConfigError("marginals.cols[%d] repeats marginal %d" % (w, v))
-        m.cols.append(tuple(c))
+        m.cols.append(c)
         m.cells.append(cells)
     m.groups, m.ngroups = _groups(spec.get("groups"), m.cells)
     total = 0
