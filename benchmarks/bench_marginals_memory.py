@@ -10,9 +10,9 @@ the map, and the 32-bit GC pool beyond the counters that implies
 
 --part agent: the whole agent as a device runs it (runtimes/mp_driver.py,
 the .mpy bundle): over a grid of schemas (2..12 columns, categorical and
-binned, 1..78 marginals, some with public partitions) the smallest heap the
-agent runs in end to end (build, noise, 200 readings, release), the pool
-beyond the counters, and the planner's charge for it (ram.heap_need: base
+binned, int, float and string values, 1..78 marginals, some with public
+partitions) the smallest heap the agent runs in end to end (build, noise,
+200 readings, release), the pool beyond the counters, and the planner's charge for it (ram.heap_need: base
 RUNTIME_OVERHEAD["micropython"]["marginals"] + SHAPE_BYTES per column and
 per marginal); the base the grid calls for; then configs planned with
 --device-runtime micropython for 24..128 KiB, run in their own --ram
@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.common import results_append  # noqa: E402
+from edgesynth.mechanisms.marginals import plan as plan_module  # noqa: E402
 from edgesynth.mechanisms.marginals.plan import plan_marginals  # noqa: E402
 from edgesynth.mechanisms.marginals.schema import Schema  # noqa: E402
 from edgesynth.ram import (  # noqa: E402
@@ -45,6 +46,11 @@ from edgesynth.ram import (  # noqa: E402
     mp_pool_beyond_counters,
 )
 from edgesynth.runtimes import micropython as mp_runtime  # noqa: E402
+
+# The device's heap does not depend on the host model's joint-domain limit
+# (plan.HOST_CELLS, 2**22 cells): the grid keeps its wide schemas (the issue's
+# 6 columns have 25.9 M joint cells) by planning past it here.
+plan_module.HOST_CELLS = 1 << 62
 
 SCHEMAS = {"3 columns (4, 7, 5 cells)": [3, 6, 4],
            "the issue's 6 columns (16, 3, 12, 24, 10, 9 values)": [16, 3, 12, 24, 10, 9],
@@ -172,7 +178,18 @@ def agent_grid():
                                          {"name": "a", "values": [0, 1, 2]}, {"name": "b", "values": [0, 1, 2]}]})
     out.append(("4 cat (1000 str, 500 int, 3, 3), 1-way + 2", plan_marginals(
         wide, Fraction(1), marginals=[(0,), (1,), (2,), (3,), (0, 2), (1, 3)])))
+    for n in (300, 2000):
+        out.append(("3 cat (%d int, %d float, 2), 1-way" % (n, n), plan_marginals(
+            _numeric(n), Fraction(1), marginals=[(0,), (1,), (2,)])))
     return out
+
+
+def _numeric(n):
+    """Large int32 values, non-integral floats and a 2-value column: the
+    values the device checks distinct as numbers (ram.MARGINALS_VALUE_BYTES)."""
+    return Schema.from_json({"columns": [{"name": "code", "values": list(range(100000, 100000 + n))},
+                                         {"name": "level", "values": [j + 0.25 for j in range(n)]},
+                                         {"name": "flag", "values": [0, 1]}]})
 
 
 def _rows(cfg, n=200):
@@ -219,7 +236,8 @@ def agent_section():
              "| runs in its --ram |", "|---|---|---|---|---|---|---|"]
     for ram in (24, 32, 64, 128):
         for label, schema in (("6 cat, the issue's", _categorical([16, 3, 12, 24, 10, 9])),
-                              ("10 cat of 8", _categorical([8] * 10))):
+                              ("10 cat of 8", _categorical([8] * 10)),
+                              ("3 cat (400 int, 400 float, 2)", _numeric(400))):
             d = len(schema.sizes)
             cands = [(i,) for i in range(d)] + [(i, j) for i in range(d) for j in range(i + 1, d)]
             cfg = None
