@@ -212,3 +212,29 @@ def test_every_schema_value_written_reads_back_to_its_cell(tmp_path, values, ext
     one = Schema.from_json({"columns": [{"name": "v", "values": values}]})
     write_tables(path, one, [frame[["v"]]])
     assert read_cells(path, one).ravel().tolist() == cells[:, 0].tolist()
+
+
+def test_adapt_leaves_out_a_pair_above_the_device_cells_instead_of_falling_back_to_one_way():
+    from edgesynth.mechanisms.marginals.adapt import plan_from_model
+    from edgesynth.mechanisms.marginals.model import Model
+
+    wide = Schema.from_json({"columns": [{"name": "a", "bounds": [0.0, 1.0], "bins": 300},
+                                         {"name": "b", "bounds": [0.0, 1.0], "bins": 300},
+                                         {"name": "c", "values": [0, 1]}, {"name": "d", "values": [0, 1]}]})
+    assert wide.sizes == [301, 301, 3, 3]
+    p = np.random.default_rng(2).random(wide.sizes) + 0.1
+    cfg = plan_from_model(Model(wide.sizes, np.log(p / p.sum()), 5000.0), wide, Fraction(1))
+    cols = [tuple(c) for c in cfg["mechanisms"][0]["cols"]]
+    assert (0, 1) not in cols  # 90,601 cells: no device holds it, and the 1-ways or triples cover a and b
+    assert sorted(cols) == [(0, 2, 3), (1, 2, 3)]
+
+
+def test_adapt_on_two_columns_too_wide_for_their_pair_measures_both_one_ways():
+    from edgesynth.mechanisms.marginals.adapt import plan_from_model
+    from edgesynth.mechanisms.marginals.model import Model
+
+    wide = Schema.from_json({"columns": [{"name": "a", "bounds": [0.0, 1.0], "bins": 300},
+                                         {"name": "b", "bounds": [0.0, 1.0], "bins": 300}]})
+    p = np.ones(wide.sizes)
+    cfg = plan_from_model(Model(wide.sizes, np.log(p / p.sum()), 5000.0), wide, Fraction(1))
+    assert cfg["mechanisms"][0]["cols"] == [[0], [1]]

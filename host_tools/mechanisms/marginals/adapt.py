@@ -18,7 +18,9 @@ The rule, for d >= 3 columns:
    cells), so the windows keep sharpening all pairs while adding 3-way
    information; for d = 7 that is 7 to 9 triples where the 21 pairs alone
    were 21 marginals. A triple above the device's cells per marginal is
-   replaced by its uncovered pairs.
+   replaced by its uncovered pairs; a pair above them too is left out (no
+   device measures it), and a column then in no chosen marginal gets its
+   1-way marginal.
 3. Partition each chosen marginal from the model (PPSyn's public
    partitions): with n_next the mean estimated record count of the plans
    fitted (Model.totals, one per plan in config id order, so "the last
@@ -36,7 +38,8 @@ The rule, for d >= 3 columns:
    TC triple is replaced by its pairs, repeatedly; the last resort is every
    1-way marginal.
 
-For d < 3 the next window measures every marginal of all d columns.
+For d < 3 the next window measures the marginal of all d columns (their
+1-way marginals when it is beyond a device's cells).
 """
 import math
 from itertools import combinations
@@ -74,8 +77,9 @@ def choose_marginals(model):
     sizes = model.sizes
     d = len(sizes)
     if d < 3:
-        return [tuple(range(d))], {tuple(range(d)): 0.0}
-    triples = [t for t in combinations(range(d), 3) if math.prod(sizes[i] for i in t) <= MAX_CELLS]
+        whole = tuple(range(d))
+        return [whole] if _fits(sizes, whole) else [(i,) for i in whole], {whole: 0.0}
+    triples = [t for t in combinations(range(d), 3) if _fits(sizes, t)]
     score = total_correlation(model, triples)
     uncovered = set(combinations(range(d), 2))
     chosen = []
@@ -85,8 +89,15 @@ def choose_marginals(model):
             break
         chosen.append(best)
         uncovered -= set(combinations(best, 2))
-    chosen += sorted(uncovered)  # pairs no device-sized triple covers
+    chosen += sorted(p for p in uncovered if _fits(sizes, p))  # pairs no device-sized triple covers
+    seen = {i for c in chosen for i in c}
+    chosen += [(i,) for i in range(d) if i not in seen]  # a column whose every pair is beyond a device
     return chosen, score
+
+
+def _fits(sizes, cols):
+    """Whether a device holds the marginal on ``cols`` (at most MAX_CELLS cells)."""
+    return math.prod(sizes[i] for i in cols) <= MAX_CELLS
 
 
 def partition(p, n, sd):
