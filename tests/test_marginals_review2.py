@@ -238,3 +238,14 @@ def test_adapt_on_two_columns_too_wide_for_their_pair_measures_both_one_ways():
     p = np.ones(wide.sizes)
     cfg = plan_from_model(Model(wide.sizes, np.log(p / p.sum()), 5000.0), wide, Fraction(1))
     assert cfg["mechanisms"][0]["cols"] == [[0], [1]]
+
+
+def test_assemble_names_the_model_limit_before_the_memory_check():
+    from types import SimpleNamespace
+
+    from edgesynth.mechanisms.marginals.generator import build
+
+    wide = Schema.from_json({"columns": [{"name": "c%d" % i, "bounds": [0.0, 1.0], "bins": 64} for i in range(4)]})
+    state = SimpleNamespace(schema=wide, factor=1, config_id=lambda: "x")  # nothing else is read before the check
+    with pytest.raises(InputError, match="joint domain has %d cells, the host model holds %d" % (65 ** 4, MAX_CELLS)):
+        build(None, [state])

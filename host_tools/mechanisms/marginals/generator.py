@@ -189,6 +189,10 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
         if _schema(s).to_json() != schema.to_json() or s.factor != states[0].factor:
             raise MergeError("marginals plans %s and %s differ in %s: their windows cannot be fitted together"
                              % (ids[0], cid, "schema" if s.factor == states[0].factor else "neighbouring relation"))
+    cells = math.prod(schema.sizes)
+    if cells > MAX_CELLS:  # before the memory check, so the message names the limit that binds
+        raise InputError("the schema's joint domain has %d cells, the host model holds %d; plan with fewer "
+                         "columns or bins" % (cells, MAX_CELLS))
     require_host_memory(fit_need(schema.sizes), "fitting " + _what(schema.sizes))
     ms, windows = [], []
     for k, s in enumerate(states):
