@@ -66,6 +66,7 @@ class Merge:
         self.sums = None     # whether the states add up (State.accumulate), known from the first
         self.state, self.states, self.config, self.error = None, [], None, None
         self.plans = {}      # plans kind: config id -> Merge of that config
+        self.epochs = set()  # a plan's Merge: the epochs (windows) of its releases
         self.count = 0       # releases that carried a state of this kind
         self._owned = False  # state's arrays are ours to add into (the first one is the caller's)
 
@@ -85,6 +86,8 @@ class Merge:
             if part is not None:
                 part.count += 1
                 part._fold(s)
+                if rel is not None:
+                    part.epochs.add(rel.epoch)
                 self.count += 1
             return
         if self.config is None:
@@ -153,11 +156,19 @@ class Merge:
             return
         self.config = other.config
         self.count += other.count
+        self.epochs |= other.epochs
         if other.sums:
             self._fold(other.state)
         else:
             self.sums = False
             self.states.extend(other.states)
+
+    def plan_windows(self):
+        """A plans kind's (first epoch, number of distinct epochs) per plan,
+        in config id order (as ``result``): when each plan's windows began
+        and how many there were (post-processing of public frame headers)."""
+        return [(min(p.epochs), len(p.epochs)) if p.epochs else (None, 0)
+                for p in (self.plans[c] for c in sorted(self.plans))]
 
     def result(self):
         """The summed state (or a profile's list of sketches, or a plans

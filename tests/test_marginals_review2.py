@@ -85,7 +85,8 @@ def generator(meta):
         shape = [schema.sizes[i] for i in c]
         flat = np.ravel_multi_index(tuple(cells[:, i] for i in c), shape)
         ms.append(Measurement.ungrouped(c, np.bincount(flat, minlength=math.prod(shape)), 1.0))
-    return MarginalsGenerator(schema, fit(schema.sizes, ms, iters=50), meta)
+    plans = [{"config_id": "x", "first_epoch": 0, "windows": 1, "estimated_records": 3000.0}]
+    return MarginalsGenerator(schema, fit(schema.sizes, ms, iters=50), {"plans": plans, **meta})
 
 
 def test_plan_from_generator_defaults_to_the_generators_relation():
@@ -249,3 +250,38 @@ def test_assemble_names_the_model_limit_before_the_memory_check():
     state = SimpleNamespace(schema=wide, factor=1, config_id=lambda: "x")  # nothing else is read before the check
     with pytest.raises(InputError, match="joint domain has %d cells, the host model holds %d" % (65 ** 4, MAX_CELLS)):
         build(None, [state])
+
+
+def test_plan_from_generator_is_a_function_of_the_saved_generator(tmp_path):
+    """Two windows under the first plan, then a smaller window under the plan
+    made from them: the next window's records are the latest plan's per
+    window, and the saved generator plans the same config as the one in memory."""
+    rng = np.random.default_rng(8)
+
+    def data(n):
+        return pd.DataFrame({"site": rng.choice(["north", "south"], n), "hour": rng.integers(0, 3, n),
+                             "temp": rng.uniform(0, 10, n)})
+
+    cfg0 = es.plan(mechanism="marginals", schema=SCHEMA, epsilon=1)
+    f = [es.simulate(cfg0, data(8000), seed=e + 1, runtime="numpy", epoch=e) for e in (0, 1)]
+    cfg1 = es.plan(mechanism="marginals", epsilon=1, from_generator=es.assemble(f))
+    assert cfg1["mechanisms"][0] != cfg0["mechanisms"][0]
+    f.append(es.simulate(cfg1, data(2000), seed=3, runtime="numpy", epoch=2))
+    gen = es.assemble(f)
+    plans = {p["first_epoch"]: (p["windows"], p["estimated_records"]) for p in gen.summary()["plans"]}
+    assert sorted(plans) == [0, 2] and plans[0][0] == 2 and plans[2][0] == 1
+    assert abs(gen.model.next_window_records() - 2000) < 150  # the latest plan's one window, not the mean
+    path = tmp_path / "g.msgpack"
+    path.write_bytes(gen.to_bytes())
+    assert es.plan(mechanism="marginals", epsilon=1, from_generator=str(path)) == \
+        es.plan(mechanism="marginals", epsilon=1, from_generator=gen)
+
+
+@pytest.mark.parametrize("plans", [[], [{"config_id": "x", "windows": 1, "estimated_records": 10.0}],
+                                   [{"config_id": "x", "first_epoch": 0, "windows": 0, "estimated_records": 1.0}],
+                                   "plans"])
+def test_a_generator_without_plan_windows_is_a_one_line_error(plans):
+    gen = generator({})
+    gen.meta["plans"] = plans
+    with pytest.raises(InputError, match="first_epoch, windows and estimated_records"):
+        es.plan(mechanism="marginals", epsilon=1, from_generator=gen)

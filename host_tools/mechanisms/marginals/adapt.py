@@ -22,9 +22,10 @@ The rule, for d >= 3 columns:
    device measures it), and a column then in no chosen marginal gets its
    1-way marginal.
 3. Partition each chosen marginal from the model (PPSyn's public
-   partitions): with n_next the mean estimated record count of the plans
-   fitted (Model.totals, one per plan in config id order, so "the last
-   window" is not known; windows of similar size make it one window's) and
+   partitions): with n_next the expected records of one window (from a
+   generator: the plan whose windows began last, by first epoch, its
+   estimated records over its number of windows; from a Model alone, the
+   mean of its per-plan totals) and
    s the marginal's noise sd under the budget split of the ungrouped plan,
    a cell whose expected count n_next * p(cell) is at least s keeps its own
    total; the others are sorted by expected count and merged, in that order,
@@ -123,11 +124,11 @@ def partition(p, n, sd):
     return [int(v) for v in lab]
 
 
-def _plan(model, schema, eps, ram, runtime, relation, cols):
-    """plan_marginals for ``cols`` with the model's partitions (rule step 3)."""
+def _plan(model, schema, eps, ram, runtime, relation, cols, n):
+    """plan_marginals for ``cols`` with the model's partitions for ``n``
+    expected records (rule step 3)."""
     mech = plan_marginals(schema, eps, None, runtime, relation, marginals=cols)["mechanisms"][0]
     factor = 2 if relation == "replace" else 1
-    n = model.total / len(model.totals)
     axes = tuple(range(len(model.sizes)))
     tables = clique_sums(model.joint(), axes, cols, model.sizes)
     parts = {}
@@ -138,21 +139,24 @@ def _plan(model, schema, eps, ram, runtime, relation, cols):
     return plan_marginals(schema, eps, ram, runtime, relation, marginals=cols, partitions=parts)
 
 
-def plan_from_model(model, schema, eps, ram=None, runtime="c", relation="add-remove"):
+def plan_from_model(model, schema, eps, ram=None, runtime="c", relation="add-remove", n_next=None):
     """Device config (JSON-ready dict, as plan_marginals gives) for the next
     window of a stream whose earlier windows ``model`` (a fitted Model over
     ``schema``'s columns) was fitted to: the marginals and public partitions
     of the module's rule, at ``eps`` (a Fraction), fitting ``ram`` bytes
-    (optional) on ``runtime``. A function of the model alone: the same model
-    gives the same config. InputError, in one line, when even the 1-way
-    marginals do not fit."""
+    (optional) on ``runtime``. ``n_next``: the next window's expected
+    records (a generator's next_window_records: the latest plan's records
+    per window); None: the mean of the model's per-plan totals. A function
+    of the model and ``n_next`` alone: the same inputs give the same config.
+    InputError, in one line, when even the 1-way marginals do not fit."""
     if tuple(model.sizes) != tuple(schema.sizes):
         raise InputError("the model's columns (%s) are not the schema's (%s)"
                          % ("x".join(map(str, model.sizes)), "x".join(map(str, schema.sizes))))
+    n = model.total / len(model.totals) if n_next is None else float(n_next)
     cols, score = choose_marginals(model)
     while True:
         try:
-            return _plan(model, schema, eps, ram, runtime, relation, cols)
+            return _plan(model, schema, eps, ram, runtime, relation, cols, n)
         except InputError:
             triples = [c for c in cols if len(c) == 3]
             if not triples:
@@ -160,4 +164,4 @@ def plan_from_model(model, schema, eps, ram=None, runtime="c", relation="add-rem
             worst = min(triples, key=lambda t: (score[t], t))
             rest = [c for c in cols if c != worst]
             cols = rest + [p for p in combinations(worst, 2) if p not in rest]
-    return _plan(model, schema, eps, ram, runtime, relation, [(i,) for i in range(len(schema.sizes))])
+    return _plan(model, schema, eps, ram, runtime, relation, [(i,) for i in range(len(schema.sizes))], n)

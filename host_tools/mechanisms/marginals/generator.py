@@ -83,6 +83,25 @@ class MarginalsGenerator:
         made from an earlier window may fit later ones badly."""
         return any(s > lim for s, _, lim in self.drift)
 
+    def next_window_records(self):
+        """The expected records of the next window (adapt.plan_from_model's
+        ``n_next``), from ``meta["plans"]`` alone, so a saved generator gives
+        what the one in memory gives: the plan whose windows began last
+        (largest first epoch, then config id) is the latest, and its
+        estimated records over its number of windows is one window's.
+        InputError for plans without those fields (a malformed file)."""
+        try:
+            last = max(self.meta["plans"], key=lambda p: (p["first_epoch"], p["config_id"]))
+            n, k = last["estimated_records"], last["windows"]
+            ok = isinstance(k, int) and not isinstance(k, bool) and k >= 1 and isinstance(n, (int, float)) \
+                and math.isfinite(n) and n >= 0
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise InputError("the generator's meta.plans do not give each plan's first_epoch, windows and "
+                             "estimated_records; assemble its frames again")
+        return max(float(n) / k, 1.0)
+
     def default_rows(self):
         """round(n_hat), the model's estimate of the number of records (from
         the noisy totals: post-processing), at least 1."""
@@ -201,6 +220,7 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
         windows += [k] * len(new)
     model = fit(schema.sizes, ms, iters=iters, windows=windows)
     stats = statistics(model, ms, windows)
+    spans = merges.by_kind["marginals"].plan_windows()
     mixed = any(st > limit(dof) for st, dof in stats) and len(states) > 1
     if mixed:
         del model  # one joint at a time: the mixture's accumulator and one plan's fit
@@ -221,9 +241,10 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
         "partitioned": int(sum(sum(s.grouped) for s in states)),
         "fit": "mixture of the plans' own fits (the windows drift)" if mixed else "one distribution for all plans",
         "plans": [{"config_id": cid, "frames": s.frames, "estimated_records": n,
+                   "first_epoch": first, "windows": nwin,
                    "marginals": [[schema.names[i] for i in c] for c in s.cols],
                    "partitioned": int(sum(s.grouped)), "mechanism_epsilon": str(Fraction(*s.budget)),
                    "noise_sd": np.sqrt(s.var).tolist(), "drift": [stat, dof]}
-                  for s, cid, n, (stat, dof) in zip(states, ids, model.totals, stats)],
+                  for s, cid, n, (stat, dof), (first, nwin) in zip(states, ids, model.totals, stats, spans)],
     }
     return MarginalsGenerator(schema, model, meta)
