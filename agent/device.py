@@ -335,15 +335,12 @@ def routes(cfg, mechs):
             if nm not in inputs:
                 raise ConfigError("a %s mechanism reads column %r, which is not among the inputs %r"
                                   % (m.kind, nm, inputs))
-            # a marginals column arrives as a cell index, not a reading: no
-            # other mechanism may read it. Existing names only, and the kind
-            # taken from MECHANISMS (where "marginals" is last): a literal
-            # would intern one more name on every device (qstr budget)
-            for i in range(len(mechs)):
-                if mechs[i] is not m and MECHANISMS[-1] in (m.kind, mechs[i].kind) and nm in mechs[i].names:
-                    raise ConfigError("column %r is read by a %s and a %s mechanism; a marginals column holds "
-                                      "cell indices, so no other mechanism of the config may read it"
-                                      % (nm, m.kind, mechs[i].kind))
+            # a marginals column is a cell index, not a reading: no other
+            # mechanism may read it. Lean on purpose (every device loads this
+            # bytecode): no new name, the kind from MECHANISMS (marginals last)
+            for x in mechs:
+                if x is not m and nm in x.names and MECHANISMS[-1] in (m.kind, x.kind):
+                    raise ConfigError("%r: a marginals column, also read by %s" % (nm, x.kind))
             cols.append(inputs.index(nm))
         if cols == list(range(len(cols))):
             routes.append((m.update, None, None))

@@ -302,7 +302,7 @@ def test_a_marginals_column_read_by_another_mechanism_is_refused():
         combine([m, shared])
     by_hand = {"format": 1, "epsilon": [1, 1], "mechanisms": m["mechanisms"] + shared["mechanisms"]}
     for order in (by_hand["mechanisms"], by_hand["mechanisms"][::-1]):
-        with pytest.raises(ConfigError, match="column 'temp' is read by a"):
+        with pytest.raises(ConfigError, match="'temp': a marginals column, also read by"):
             Agent(dict(by_hand, mechanisms=order), seed=b"s")
     ok = combine([m, apart])
     a = Agent({k: v for k, v in ok.items() if k != "plan"}, seed=b"s")
