@@ -23,7 +23,10 @@ import numpy as np
 
 from edgesynth.mechanisms.marginals.model import clique_sums
 
-SDS = 6  # a plan is flagged above dof + SDS * sqrt(2 dof): chi-square's mean plus 6 of its sds
+# A plan is flagged above dof + SDS * sqrt(2 dof): chi-square's mean plus 6 of
+# its sds. A heuristic, not an exact test: overlapping marginals' totals share
+# records, so their terms are correlated and the variance exceeds 2 dof.
+SDS = 6
 
 
 def statistics(model, measurements, windows):
@@ -46,6 +49,6 @@ def statistics(model, measurements, windows):
 
 def limit(dof):
     """The statistic above which a plan's windows disagree with the others
-    beyond their noise: dof + SDS * sqrt(2 dof)."""
+    beyond their noise: dof + SDS * sqrt(2 dof) (heuristic: see SDS)."""
     return dof + SDS * math.sqrt(2 * dof)
 

@@ -20,7 +20,7 @@ from edgesynth.genfile import read_file_map
 from edgesynth.mechanisms.marginals.drift import limit, statistics
 from edgesynth.mechanisms.marginals.model import MAX_CELLS, Model, fit, to_table
 from edgesynth.mechanisms.marginals.schema import Schema
-from edgesynth.merge import merge_releases, refuse_force_sum
+from edgesynth.merge import MAX_PLANS, merge_releases, refuse_force_sum
 from edgesynth.ram import require_host_memory
 
 FORMAT = 1
@@ -31,6 +31,9 @@ FIT_ITERS = 500
 # few more (measured at 2**22 cells: fit +130 MiB, sample +226 MiB).
 BYTES_PER_CELL = 64
 MAX_TOTAL = 2.0 ** 53  # records a model may claim: round(total) stays exact
+# Plans a drift mixture fits one by one (one full fit each, on top of the
+# joint fit); with more, the joint fit is kept and meta["fit"] says why.
+MAX_MIXED = 8
 
 
 def fit_need(sizes):
@@ -147,6 +150,7 @@ class MarginalsGenerator:
             raise InputError("%s: loss must be a float and iters a count" % source)
         if not isinstance(m["meta"], dict):
             raise InputError("%s: meta must be a map" % source)
+        _check_plans(m["meta"].get("plans", []), source)
         log_p = np.frombuffer(raw, dtype="<f8").astype(np.float64).reshape(sizes)
         if not np.all(np.isfinite(log_p)) or np.any(log_p > 0) or abs(float(np.exp(log_p).sum()) - 1.0) > 1e-6:
             raise InputError("%s: log_p is not a log-probability table (finite, summing to 1)" % source)
@@ -156,6 +160,36 @@ class MarginalsGenerator:
         return {"kind": FILE_KIND, "columns": self.names, "sizes": list(self.schema.sizes),
                 "estimated_records": self.model.total, "fit_loss": self.model.loss, "fit_iters": self.model.iters,
                 **self.meta}
+
+
+def _count(v, low):
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v < 2 ** 63
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def _check_plans(plans, source):
+    """InputError unless ``plans`` (meta.plans of a file) is what build
+    writes: at most MAX_PLANS maps, each with a config id, frames >= 1,
+    finite estimated records >= 0, first epoch >= 0, windows >= 1 and a
+    finite drift statistic >= 0 with >= 1 degrees of freedom; the drift,
+    drifting and next_window_records properties read these."""
+    ok = isinstance(plans, list) and len(plans) <= MAX_PLANS
+    for p in plans if ok else ():
+        try:
+            st, dof = p["drift"]
+            ok = isinstance(p["config_id"], str) and _count(p["frames"], 1) and _number(p["estimated_records"]) \
+                and _count(p["first_epoch"], 0) and _count(p["windows"], 1) and _number(st) and _count(dof, 1)
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            break
+    if not ok:
+        raise InputError("%s: meta.plans must list at most %d plans, each with config_id, frames >= 1, "
+                         "estimated_records, first_epoch, windows >= 1 and drift [statistic, dof >= 1]"
+                         % (source, MAX_PLANS))
 
 
 def _schema(state):
@@ -171,8 +205,9 @@ def mixture(sizes, states, iters):
     plan's totals measure only the records of its own windows. Each p_k has
     only its plan's records, so a stationary stream is better served by the
     joint fit (build uses this only when the drift check fires)."""
-    acc, totals, loss, done = None, [], 0.0, 0
+    acc, totals, loss, done, m = None, [], 0.0, 0, None
     for s in states:
+        del m  # the previous plan's joint before the next fit allocates its own
         m = fit(sizes, s.measurements(), iters=iters)
         part = math.log(m.total) + m.log_p  # finite: a fitted log_p is, and n_k >= 1
         acc = part if acc is None else np.logaddexp(acc, part, out=acc)
@@ -213,6 +248,7 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
         raise InputError("the schema's joint domain has %d cells, the host model holds %d; plan with fewer "
                          "columns or bins" % (cells, MAX_CELLS))
     require_host_memory(fit_need(schema.sizes), "fitting " + _what(schema.sizes))
+    sizes = schema.sizes
     ms, windows = [], []
     for k, s in enumerate(states):
         new = s.measurements()
@@ -221,10 +257,18 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
     model = fit(schema.sizes, ms, iters=iters, windows=windows)
     stats = statistics(model, ms, windows)
     spans = merges.by_kind["marginals"].plan_windows()
-    mixed = any(st > limit(dof) for st, dof in stats) and len(states) > 1
-    if mixed:
-        del model  # one joint at a time: the mixture's accumulator and one plan's fit
-        model = mixture(schema.sizes, states, iters)
+    fit_note = "one distribution for all plans"
+    if any(st > limit(dof) for st, dof in stats) and len(states) > 1:
+        partial = [cid for s, cid in zip(states, ids) if {i for c in s.cols for i in c} != set(range(len(sizes)))]
+        if partial:  # its own fit would be uniform on the columns it did not measure
+            fit_note += " (the windows drift, but plan %s does not measure every column)" % partial[0]
+        elif len(states) > MAX_MIXED:
+            fit_note += " (the windows drift, but %d plans are more than the %d a mixture fits)" \
+                % (len(states), MAX_MIXED)
+        else:
+            del model  # one joint at a time: the mixture's accumulator and one plan's fit
+            model = mixture(sizes, states, iters)
+            fit_note = "mixture of the plans' own fits (the windows drift)"
     marginals = []
     for s in states:
         marginals += [[schema.names[i] for i in c] for c in s.cols if [schema.names[i] for i in c] not in marginals]
@@ -239,7 +283,7 @@ def build(merges, states, force_sum=False, iters=FIT_ITERS):
         "config_id": "+".join(ids),
         "marginals": marginals,
         "partitioned": int(sum(sum(s.grouped) for s in states)),
-        "fit": "mixture of the plans' own fits (the windows drift)" if mixed else "one distribution for all plans",
+        "fit": fit_note,
         "plans": [{"config_id": cid, "frames": s.frames, "estimated_records": n,
                    "first_epoch": first, "windows": nwin,
                    "marginals": [[schema.names[i] for i in c] for c in s.cols],

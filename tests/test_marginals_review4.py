@@ -1,0 +1,75 @@
+"""Second-pass review of issue 18 (marginals): the drift mixture only over
+plans that measure every column and at most MAX_MIXED of them, a hostile
+meta.plans in a generator file, bounded per-plan window counts in the merge,
+and the planner's n_next per device."""
+import msgpack
+import numpy as np
+import pandas as pd
+import pytest
+
+import edgesynth as es
+import edgesynth.mechanisms.marginals.generator as generator
+from edgesynth.errors import InputError
+from edgesynth.mechanisms.marginals.generator import MarginalsGenerator
+
+SCHEMA = {"columns": [{"name": "site", "values": ["north", "south", "east"]},
+                      {"name": "status", "values": ["ok", "warn", "fail"]},
+                      {"name": "hour", "values": [0, 1, 2, 3]}]}
+N = 20000
+
+
+def records(n, seed, shift=0.0):
+    rng = np.random.default_rng(seed)
+    p = (1 - shift) * np.array([.5, .3, .15, .05]) + shift * np.array([.05, .15, .3, .5])
+    site = rng.choice(["north", "south", "east", "west"], n, p=p)
+    ok = rng.choice(["ok", "warn", "fail"], n, p=[.8, .15, .05])
+    status = np.where(site == "north", ok, rng.choice(["ok", "warn", "fail"], n, p=[.4, .4, .2]))
+    return pd.DataFrame({"site": site, "status": status, "hour": rng.integers(0, 4, n)})
+
+
+@pytest.fixture(scope="module")
+def frames():
+    full = es.plan(mechanism="marginals", schema=SCHEMA, epsilon=1)
+    part = es.plan(mechanism="marginals", schema=SCHEMA, epsilon=1, marginals="site;hour")
+    f0 = es.simulate(full, records(N, 1), seed=1, runtime="numpy", epoch=0)
+    moved_part = es.simulate(part, records(N, 2, shift=0.6), seed=2, runtime="numpy", epoch=1)
+    full2 = es.plan(mechanism="marginals", schema=SCHEMA, epsilon=2)
+    moved_full = es.simulate(full2, records(N, 3, shift=0.6), seed=3, runtime="numpy", epoch=1)
+    return f0, moved_part, moved_full
+
+
+def test_a_plan_that_misses_a_column_keeps_the_joint_fit(frames):
+    f0, moved_part, _ = frames
+    gen = es.assemble([f0, moved_part]).model
+    assert gen.drifting  # the site mix moved
+    # a mixture would give the partial plan's share a uniform status column
+    assert gen.meta["fit"].startswith("one distribution") and "does not measure every column" in gen.meta["fit"]
+    status = gen.model.marginal((1,))
+    assert status[0] > 0.45  # "ok" is about 0.6 in both windows; a uniform half would pull it toward 0.25
+
+
+def test_a_mixture_fits_at_most_max_mixed_plans(frames, monkeypatch):
+    f0, _, moved_full = frames
+    assert es.assemble([f0, moved_full]).model.meta["fit"].startswith("mixture")
+    monkeypatch.setattr(generator, "MAX_MIXED", 1)
+    gen = es.assemble([f0, moved_full]).model
+    assert gen.drifting and "more than the 1 a mixture fits" in gen.meta["fit"]
+
+
+@pytest.mark.parametrize("plans", [
+    "x", [1], [{}], [{"drift": [1.0]}],
+    {"config_id": "a", "frames": 1, "estimated_records": 1.0, "first_epoch": 0, "windows": 1, "drift": [1.0, 0]},
+    {"config_id": "a", "frames": 1, "estimated_records": 1.0, "first_epoch": 0, "windows": 0, "drift": [1.0, 2]},
+    {"config_id": "a", "frames": 1, "estimated_records": 1.0, "first_epoch": 0, "windows": 1,
+     "drift": [float("nan"), 2]},
+    {"config_id": "a", "frames": 1, "estimated_records": float("inf"), "first_epoch": 0, "windows": 1,
+     "drift": [1.0, 2]},
+    {"config_id": "a", "frames": True, "estimated_records": 1.0, "first_epoch": 0, "windows": 1, "drift": [1.0, 2]},
+])
+def test_a_hostile_meta_plans_is_one_input_error_at_load(frames, plans):
+    gen = es.assemble(frames[0]).model
+    good = msgpack.unpackb(gen.to_bytes())
+    assert MarginalsGenerator.from_bytes(msgpack.packb(good)).drift == gen.drift
+    good["meta"]["plans"] = [plans] if isinstance(plans, dict) else plans
+    with pytest.raises(InputError, match="^f: meta.plans must list"):
+        MarginalsGenerator.from_bytes(msgpack.packb(good), "f")
