@@ -136,14 +136,15 @@ def _short_str(s):
 def _check_values(vals, what):
     """Every value a string (1..MAX_NAME characters: "" is an empty cell, a
     missing value, so it is no value), an int32 or a finite
-    float, distinct by the text the host matches on (an integral float is
-    its integer's text, another float its repr; 1, 1.0 and "1" are one value).
+    float, distinct by the host's rule (schema.repeats): numbers by numeric
+    value (1 and 1.0 repeat), strings by text, and a string whose float()
+    equals a number of the column repeats it (1, 1.0, "1" and "1.0" are one
+    value).
 
-    Numbers are compared as numbers and strings as strings (one set holds
-    both: 1 != "1" there), so no text is built for a number (about 100 B of
-    heap each); only a string that parses as a number of the column gets
-    that number's text to compare with. Names are reused rather than added:
-    every new one is interned for good (qstr) on a marginals device."""
+    One set holds both (1 != "1" there), so no text is built for a number
+    (about 100 B of heap each, and MicroPython's float repr is not
+    CPython's). Names are reused rather than added: every new one is
+    interned for good (qstr) on a marginals device."""
     seen = set()
     for v in vals:
         if isinstance(v, str):
@@ -166,21 +167,19 @@ def _check_values(vals, what):
             raise ConfigError("%s.values repeat %r (also as text: 1 and \"1\" are the same value)" % (what, v))
         seen.add(k)
     for v in vals:
-        if not isinstance(v, str):
+        # CPython's float() reads non-ASCII digits, MicroPython's does not: no number
+        if not isinstance(v, str) or len(v.encode()) > len(v):
             continue
         try:
-            k = int(v)
-            if not -INT32 <= k < INT32:
-                k = float(k)  # only a float outside int32 can equal it (a string holds <= MAX_NAME digits)
-            k = k in seen and str(int(k)) == v
+            k = float(v)
         except ValueError:
-            try:
-                k = float(v)
-            except ValueError:
-                continue
-            # an integral float's text is its integer's digits, which int() parsed
-            k = k in seen and k != k // 1 and repr(k) == v
-        if k:
+            continue
+        # a string numerically equal to a number of the column repeats it
+        # (no text built: MicroPython's float repr is not CPython's); an
+        # integral float in int32 as its int, as above; nan and inf are in no set
+        if -INT32 <= k < INT32 and k == int(k):
+            k = int(k)
+        if k in seen:
             raise ConfigError("%s.values repeat %r (also as text: 1 and \"1\" are the same value)" % (what, v))
 
 

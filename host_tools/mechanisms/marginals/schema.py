@@ -6,7 +6,7 @@
                  {"name": "temp", "bounds": [-40, 60], "bins": 20}]}
 
 A categorical column (``values``: strings, integers or finite floats, all
-distinct by their canonical text: 1, 1.0 and "1" are one value) has len(values) + 1 cells; a binned column
+distinct under ``repeats``: 1, 1.0, "1" and "1.0" are one value) has len(values) + 1 cells; a binned column
 (``bounds`` [lo, hi], ``bins`` k) has k + 1 cells: bin b holds
 e[b] <= x < e[b+1] for the edges e = numpy.linspace(lo, hi, k + 1), and
 x = hi is in bin k-1. The edges must be distinct doubles (a bin narrower
@@ -139,7 +139,7 @@ def _column(i, c):
                 raise InputError("%s: a string value is longer than %d characters" % (what, MAX_NAME))
             if v == "":  # an empty CSV cell is a missing value ("other"): "" could never be read back
                 raise InputError('%s: "" is not a value (an empty cell is a missing value, the "other" cell)' % what)
-        if len({_key(v) for v in vals}) != len(vals):
+        if repeats(vals):
             raise InputError("%s: values repeat (also as strings: 1 and \"1\" are the same value)" % what)
         return {"name": name, "values": list(vals)}
     if keys == {"name", "bounds", "bins"}:
@@ -183,6 +183,28 @@ def _missing(v):
         return bool(v != v)
     except TypeError:  # pandas.NA: its comparisons are NA, whose truth is undefined
         return True
+
+
+def repeats(vals):
+    """True when a column's ``vals`` (str, int, finite float) repeat a value:
+    numbers by numeric value (1 and 1.0), strings by text, and a string
+    whose float() equals a number of the column repeats that number ("1",
+    "1.0", "1e0" and 1). The device applies the same rule
+    (agent/marginals/build.py), with no text built for a number:
+    MicroPython's float repr is not CPython's. A non-ASCII string is no
+    number here ("\u0661" parses on CPython only). Stricter than distinct
+    _key texts, so _find never matches one input to two values."""
+    nums = {v for v in vals if not isinstance(v, str)}
+    texts = {v for v in vals if isinstance(v, str)}
+    if len(nums) + len(texts) != len(vals):
+        return True
+    for s in texts:
+        try:
+            if s.isascii() and float(s) in nums:
+                return True
+        except ValueError:
+            pass
+    return False
 
 
 def _key(v):
