@@ -66,7 +66,9 @@ class Merge:
         self.sums = None     # whether the states add up (State.accumulate), known from the first
         self.state, self.states, self.config, self.error = None, [], None, None
         self.plans = {}      # plans kind: config id -> Merge of that config
-        self.epochs = set()  # a plan's Merge: the epochs (windows) of its releases
+        # a plan's Merge: its first epoch and its frames per device (one frame
+        # per device and epoch: memory grows with devices, not frames)
+        self.first, self.per_device = None, {}
         self.count = 0       # releases that carried a state of this kind
         self._owned = False  # state's arrays are ours to add into (the first one is the caller's)
 
@@ -87,7 +89,7 @@ class Merge:
                 part.count += 1
                 part._fold(s)
                 if rel is not None:
-                    part.epochs.add(rel.epoch)
+                    part._window(rel.device, rel.epoch, 1)
                 self.count += 1
             return
         if self.config is None:
@@ -156,18 +158,26 @@ class Merge:
             return
         self.config = other.config
         self.count += other.count
-        self.epochs |= other.epochs
+        for device, n in other.per_device.items():
+            self._window(device, other.first, n)
         if other.sums:
             self._fold(other.state)
         else:
             self.sums = False
             self.states.extend(other.states)
 
+    def _window(self, device, epoch, frames):
+        """Count ``frames`` of ``device`` under this plan, from ``epoch`` on."""
+        self.first = epoch if self.first is None else min(self.first, epoch)
+        self.per_device[device] = self.per_device.get(device, 0) + frames
+
     def plan_windows(self):
-        """A plans kind's (first epoch, number of distinct epochs) per plan,
-        in config id order (as ``result``): when each plan's windows began
-        and how many there were (post-processing of public frame headers)."""
-        return [(min(p.epochs), len(p.epochs)) if p.epochs else (None, 0)
+        """A plans kind's (first epoch, windows) per plan, in config id order
+        (as ``result``): when the plan's windows began and how many there
+        were, the most frames one device released under it (each device
+        numbers its own epochs, and a device releases one frame per window),
+        from public frame headers; (None, 0) for states without releases."""
+        return [(p.first, max(p.per_device.values())) if p.per_device else (None, 0)
                 for p in (self.plans[c] for c in sorted(self.plans))]
 
     def result(self):

@@ -9,7 +9,9 @@ import pytest
 
 import edgesynth as es
 import edgesynth.mechanisms.marginals.generator as generator
+import edgesynth.merge as merge
 from edgesynth.errors import InputError
+from edgesynth.frames import parse_frame
 from edgesynth.mechanisms.marginals.generator import MarginalsGenerator
 
 SCHEMA = {"columns": [{"name": "site", "values": ["north", "south", "east"]},
@@ -73,3 +75,22 @@ def test_a_hostile_meta_plans_is_one_input_error_at_load(frames, plans):
     good["meta"]["plans"] = [plans] if isinstance(plans, dict) else plans
     with pytest.raises(InputError, match="^f: meta.plans must list"):
         MarginalsGenerator.from_bytes(msgpack.packb(good), "f")
+
+
+def test_windows_count_one_devices_frames_not_distinct_epochs(frames):
+    """Devices number their own epochs: two devices releasing two windows
+    each under one plan, at epochs 0, 1 and 5, 6, are 2 windows (not 4),
+    from epoch 0; partial merges of them combine to the same."""
+    cfg = es.plan(mechanism="marginals", schema=SCHEMA, epsilon=1)
+    fs = [es.simulate(cfg, records(500, 10 + e), seed=10 + e, runtime="numpy", epoch=e, device_id=d)
+          for d, e in (("a", 0), ("a", 1), ("b", 5), ("b", 6))]
+    plan = es.assemble(fs).model.meta["plans"]
+    assert [(p["first_epoch"], p["windows"], p["frames"]) for p in plan] == [(0, 2, 4)]
+    left, right, whole = merge.Merges(unique=False), merge.Merges(unique=False), merge.Merges(unique=False)
+    for f in fs[:3]:
+        left.add(parse_frame(f)[0])
+    right.add(parse_frame(fs[3])[0])
+    whole.absorb(right)
+    whole.absorb(left)
+    assert whole.by_kind["marginals"].plan_windows() == [(0, 2)]
+    assert not hasattr(whole.by_kind["marginals"].plans[plan[0]["config_id"]], "epochs")  # no set per frame
