@@ -391,7 +391,8 @@ def _plan_marginals(ram_bytes, eps, schema, marginals, from_generator, relation,
                              "together; leave it out to plan under the generator's" % (relation, own))
         relation = relation or own or "add-remove"
         return plan_from_model(model.model, model.schema, eps, ram=ram_bytes, runtime=device_runtime,
-                               relation=relation, n_next=model.next_window_records())
+                               relation=relation, n_next=model.next_window_records(),
+                               frames_next=model.next_window_frames())
     if schema is None:
         raise InputError("--mechanism marginals needs --schema (or --from-generator)")
     schema = load_schema(schema)

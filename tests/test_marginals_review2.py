@@ -85,7 +85,8 @@ def generator(meta):
         shape = [schema.sizes[i] for i in c]
         flat = np.ravel_multi_index(tuple(cells[:, i] for i in c), shape)
         ms.append(Measurement.ungrouped(c, np.bincount(flat, minlength=math.prod(shape)), 1.0))
-    plans = [{"config_id": "x", "first_epoch": 0, "windows": 1, "estimated_records": 3000.0}]
+    plans = [{"config_id": "x", "first_epoch": 0, "windows": 1, "frames": 1, "estimated_records": 3000.0,
+              "drift": [0.0, 1]}]
     return MarginalsGenerator(schema, fit(schema.sizes, ms, iters=50), {"plans": plans, **meta})
 
 

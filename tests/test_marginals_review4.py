@@ -2,6 +2,8 @@
 plans that measure every column and at most MAX_MIXED of them, a hostile
 meta.plans in a generator file, bounded per-plan window counts in the merge,
 and the planner's n_next per device."""
+from fractions import Fraction
+
 import msgpack
 import numpy as np
 import pandas as pd
@@ -12,6 +14,7 @@ import edgesynth.mechanisms.marginals.generator as generator
 import edgesynth.merge as merge
 from edgesynth.errors import InputError
 from edgesynth.frames import parse_frame
+from edgesynth.mechanisms.marginals.adapt import plan_from_model
 from edgesynth.mechanisms.marginals.generator import MarginalsGenerator
 
 SCHEMA = {"columns": [{"name": "site", "values": ["north", "south", "east"]},
@@ -94,3 +97,32 @@ def test_windows_count_one_devices_frames_not_distinct_epochs(frames):
     whole.absorb(left)
     assert whole.by_kind["marginals"].plan_windows() == [(0, 2)]
     assert not hasattr(whole.by_kind["marginals"].plans[plan[0]["config_id"]], "epochs")  # no set per frame
+
+
+def _totals(cfg, sizes):
+    """The totals the config's marginals release: a group each, or a cell
+    each for an ungrouped (null) marginal."""
+    m = cfg["mechanisms"][0]
+    return sum(max(g) + 1 if g is not None else int(np.prod([sizes[i] for i in c]))
+               for c, g in zip(m["cols"], m["groups"]))
+
+
+def test_the_planner_scales_the_noise_by_the_frames_of_a_window():
+    """Two devices per window add two noise draws to each total: the next
+    plan partitions as for sqrt(2) times one frame's sd, i.e. merges more
+    cells than one device with the same records per window."""
+    cfg = es.plan(mechanism="marginals", schema=SCHEMA, epsilon=0.3)
+    one = es.assemble(es.simulate(cfg, records(4000, 20), seed=20, runtime="numpy", epoch=0, device_id="a"))
+    two = es.assemble([es.simulate(cfg, records(2000, 21 + i), seed=21 + i, runtime="numpy", epoch=0, device_id=d)
+                       for i, d in enumerate("ab")])
+    assert one.model.next_window_frames() == 1.0 and two.model.next_window_frames() == 2.0
+    g = one.model
+    alone = plan_from_model(g.model, g.schema, Fraction(3, 10), n_next=4000.0)
+    assert alone == plan_from_model(g.model, g.schema, Fraction(3, 10), n_next=4000.0, frames_next=1.0)
+    pooled = plan_from_model(g.model, g.schema, Fraction(3, 10), n_next=4000.0, frames_next=9.0)
+    assert _totals(alone, g.schema.sizes) > _totals(pooled, g.schema.sizes)  # 3x the sd: fewer, larger groups
+    # the planner reads the frames per window from the generator
+    via = es.plan(mechanism="marginals", epsilon=0.3, from_generator=two)
+    direct = plan_from_model(two.model.model, two.model.schema, Fraction(3, 10),
+                             n_next=two.model.next_window_records(), frames_next=2.0)
+    assert via["mechanisms"][0]["groups"] == direct["mechanisms"][0]["groups"]

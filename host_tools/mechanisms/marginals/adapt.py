@@ -26,7 +26,8 @@ The rule, for d >= 3 columns:
    generator: the plan whose windows began last, by first epoch, its
    estimated records over its number of windows; from a Model alone, the
    mean of its per-plan totals) and
-   s the marginal's noise sd under the budget split of the ungrouped plan,
+   s the marginal's noise sd under the budget split of the ungrouped plan
+   (times sqrt of the frames one window sums: each device adds its noise),
    a cell whose expected count n_next * p(cell) is at least s keeps its own
    total; the others are sorted by expected count and merged, in that order,
    into groups of expected total at least s (a short last group joins the
@@ -124,7 +125,7 @@ def partition(p, n, sd):
     return [int(v) for v in lab]
 
 
-def _plan(model, schema, eps, ram, runtime, relation, cols, n):
+def _plan(model, schema, eps, ram, runtime, relation, cols, n, frames):
     """plan_marginals for ``cols`` with the model's partitions for ``n``
     expected records (rule step 3)."""
     mech = plan_marginals(schema, eps, None, runtime, relation, marginals=cols)["mechanisms"][0]
@@ -133,21 +134,25 @@ def _plan(model, schema, eps, ram, runtime, relation, cols, n):
     tables = clique_sums(model.joint(), axes, cols, model.sizes)
     parts = {}
     for c, sig in zip(cols, mech["sigma"]):
-        lab = partition(tables[c], n, math.sqrt(dlap_variance(factor * mech["q"], sig)))
+        lab = partition(tables[c], n, math.sqrt(frames * dlap_variance(factor * mech["q"], sig)))
         if lab is not None:
             parts[c] = lab
     return plan_marginals(schema, eps, ram, runtime, relation, marginals=cols, partitions=parts)
 
 
-def plan_from_model(model, schema, eps, ram=None, runtime="c", relation="add-remove", n_next=None):
+def plan_from_model(model, schema, eps, ram=None, runtime="c", relation="add-remove", n_next=None,
+                    frames_next=1.0):
     """Device config (JSON-ready dict, as plan_marginals gives) for the next
     window of a stream whose earlier windows ``model`` (a fitted Model over
     ``schema``'s columns) was fitted to: the marginals and public partitions
     of the module's rule, at ``eps`` (a Fraction), fitting ``ram`` bytes
     (optional) on ``runtime``. ``n_next``: the next window's expected
     records (a generator's next_window_records: the latest plan's records
-    per window); None: the mean of the model's per-plan totals. A function
-    of the model and ``n_next`` alone: the same inputs give the same config.
+    per window); None: the mean of the model's per-plan totals.
+    ``frames_next`` (>= 1): the frames (devices) one window sums, each with
+    its own noise (a generator's next_window_frames), so the noise sd s of
+    the rule is sqrt(frames_next) times one frame's. A function of its
+    inputs alone: the same inputs give the same config.
     InputError, in one line, when even the 1-way marginals do not fit."""
     if tuple(model.sizes) != tuple(schema.sizes):
         raise InputError("the model's columns (%s) are not the schema's (%s)"
@@ -156,7 +161,7 @@ def plan_from_model(model, schema, eps, ram=None, runtime="c", relation="add-rem
     cols, score = choose_marginals(model)
     while True:
         try:
-            return _plan(model, schema, eps, ram, runtime, relation, cols, n)
+            return _plan(model, schema, eps, ram, runtime, relation, cols, n, frames_next)
         except InputError:
             triples = [c for c in cols if len(c) == 3]
             if not triples:
@@ -164,4 +169,5 @@ def plan_from_model(model, schema, eps, ram=None, runtime="c", relation="add-rem
             worst = min(triples, key=lambda t: (score[t], t))
             rest = [c for c in cols if c != worst]
             cols = rest + [p for p in combinations(worst, 2) if p not in rest]
-    return _plan(model, schema, eps, ram, runtime, relation, [(i,) for i in range(len(schema.sizes))], n)
+    return _plan(model, schema, eps, ram, runtime, relation, [(i,) for i in range(len(schema.sizes))], n,
+                 frames_next)

@@ -86,24 +86,35 @@ class MarginalsGenerator:
         made from an earlier window may fit later ones badly."""
         return any(s > lim for s, _, lim in self.drift)
 
-    def next_window_records(self):
-        """The expected records of the next window (adapt.plan_from_model's
-        ``n_next``), from ``meta["plans"]`` alone, so a saved generator gives
-        what the one in memory gives: the plan whose windows began last
-        (largest first epoch, then config id) is the latest, and its
-        estimated records over its number of windows is one window's.
-        InputError for plans without those fields (a malformed file)."""
+    def _latest_plan(self):
+        """The plan whose windows began last (largest first epoch, then
+        config id) in ``meta["plans"]``; InputError without well-formed plans
+        (checked again: meta of a generator built in memory is not loaded)."""
+        plans = self.meta.get("plans")
         try:
-            last = max(self.meta["plans"], key=lambda p: (p["first_epoch"], p["config_id"]))
-            n, k = last["estimated_records"], last["windows"]
-            ok = isinstance(k, int) and not isinstance(k, bool) and k >= 1 and isinstance(n, (int, float)) \
-                and math.isfinite(n) and n >= 0
-        except (KeyError, TypeError, ValueError):
-            ok = False
-        if not ok:
+            _check_plans(plans, "the generator")
+        except InputError:
+            plans = None
+        if not plans:
             raise InputError("the generator's meta.plans do not give each plan's first_epoch, windows and "
                              "estimated_records; assemble its frames again")
-        return max(float(n) / k, 1.0)
+        return max(plans, key=lambda p: (p["first_epoch"], p["config_id"]))
+
+    def next_window_records(self):
+        """The expected records of the next window (adapt.plan_from_model's
+        ``n_next``), from ``meta["plans"]`` alone (checked at load), so a
+        saved generator gives what the one in memory gives: the latest
+        plan's estimated records over its number of windows, at least 1."""
+        last = self._latest_plan()
+        return max(float(last["estimated_records"]) / last["windows"], 1.0)
+
+    def next_window_frames(self):
+        """The frames (devices) one window of the latest plan sums, its
+        frames over its windows (>= 1): each adds its own noise, so a window's
+        total has sqrt(that) times one frame's noise sd (plan_from_model's
+        ``frames_next``)."""
+        last = self._latest_plan()
+        return max(last["frames"] / last["windows"], 1.0)
 
     def default_rows(self):
         """round(n_hat), the model's estimate of the number of records (from
