@@ -18,7 +18,8 @@ from edgesynth.frames import parse_frame
 from edgesynth.mechanisms import build
 from edgesynth.mechanisms.marginals.adapt import plan_from_model
 from edgesynth.mechanisms.marginals.drift import limit
-from edgesynth.mechanisms.marginals.model import Model, fit
+from edgesynth.mechanisms.marginals.generator import MarginalsGenerator
+from edgesynth.mechanisms.marginals.model import fit
 from edgesynth.mechanisms.marginals.schema import Schema
 from edgesynth.mechanisms.marginals.table import encode
 from edgesynth.merge import merge_releases
@@ -167,13 +168,18 @@ def test_assemble_prints_one_warning_line_for_a_drifting_stream(base, tmp_path):
 
 
 def test_the_next_plan_does_not_depend_on_the_order_of_the_plans_records(base):
-    """Model.totals are per plan in config id order, not in time: the
-    planner's expected records of the next window is their mean."""
+    """The path users reach (es.plan(from_generator=...)) reads the latest
+    plan from meta.plans by first epoch, not by list order: the plans in
+    either order give the same next window's records and the same config,
+    and the latest plan's records per window are what they give."""
     _, _, g0 = base
-    m = g0.model.model
-    a = Model(m.sizes, m.log_p, 4000.0, totals=(1000.0, 3000.0))
-    b = Model(m.sizes, m.log_p, 4000.0, totals=(3000.0, 1000.0))
-    one = Model(m.sizes, m.log_p, 2000.0)
-    schema = g0.model.schema
-    assert plan_from_model(a, schema, Fraction(1)) == plan_from_model(b, schema, Fraction(1)) == \
-        plan_from_model(one, schema, Fraction(1))
+    g = g0.model
+    early = {"config_id": "b", "first_epoch": 0, "windows": 1, "frames": 1, "estimated_records": 3000.0,
+             "drift": [1.0, 10]}
+    late = {"config_id": "a", "first_epoch": 4, "windows": 2, "frames": 2, "estimated_records": 1000.0,
+            "drift": [1.0, 10]}
+    gens = [MarginalsGenerator(g.schema, g.model, dict(g.meta, plans=p)) for p in ([early, late], [late, early])]
+    assert [x.next_window_records() for x in gens] == [500.0, 500.0]
+    cfgs = [es.plan(mechanism="marginals", epsilon=1, from_generator=x) for x in gens]
+    assert cfgs[0] == cfgs[1]
+    assert cfgs[0] == plan_from_model(g.model, g.schema, Fraction(1), n_next=500.0)
