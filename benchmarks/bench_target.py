@@ -27,7 +27,7 @@ every runtime the planner knows:
   pruning, sketch collisions and noise ("no-noise" runs the agent with every
   counter starting at 0).
 * Extras (--no-extras skips them): other depths r and the count sketch within
-  the same budget, the planner's pick under other ``skew`` values and with its
+  the same budget, the planner's pick under other prior ``skew`` values and with its
   noise term scaled down, its bound term by term, and larger budgets.
 
 All private runs use the agent's exact noise sampler. W1 is in normalised
@@ -65,7 +65,7 @@ def device_bytes(c, rt, r, sketch="cms"):
     return P.heap_need(P.counter_bytes(r, k, w, j, sketch), rt, sketch, D, P.privhp_arrays(r, k, j))
 
 
-def planned(n, rep, runtime, skew=0.5):
+def planned(n, rep, runtime, skew=P.PRIOR_SKEW):
     kw = {} if runtime is None else {"runtime": runtime}
     return P.plan_privhp([0., 0.], [1., 1.], EPS, RAM, n_max=n, skew=skew,
                          hash_seed="target-hash-%d" % rep, **kw)
@@ -267,14 +267,14 @@ def main(argv=None):
         if "sweep" not in st:
             continue
         sweep, ranked = st["sweep"], st["ranked"]
-        pred = {c: P.predicted_w1(D, r, c[0], c[1], c[2], EPS, n, 0.5) for c in sweep}
+        pred = {c: P.predicted_w1(D, r, c[0], c[1], c[2], EPS, n) for c in sweep}
         pred_rank = {c: i + 1 for i, c in enumerate(sorted(sweep, key=lambda c: pred[c]))}
         srows = [[i + 1, c[0], c[1], c[2], P.counter_bytes(r, *c), f(sweep[c]["w1m"]),
                   "%.2f" % (mean(sweep[c]["w1m"]) / mean(pmm["w1m"])), f(sweep[c]["tb"]), "%.4f" % pred[c],
                   pred_rank[c], "planner" if c == st["plan_key"] else ""] for i, c in enumerate(ranked)]
         rho = spearmanr([pred[c] for c in ranked], [mean(sweep[c]["w1m"]) for c in ranked]).correlation
         sweep_md.append("#### Sweep, runtime %s: count-min configs with counters <= %d B at r=%d, sorted by "
-                        "W1 marg (planner bound = `predicted_w1(..., skew=0.5)`; Spearman rho between bound "
+                        "W1 marg (planner model = `predicted_w1(...)`, prior skew 0.8; Spearman rho between model "
                         "and measured W1: %.2f)\n\n%s"
                         % (rt, st["avail"], r, rho,
                            C.md_table(["rank", "k", "w", "j", "counter bytes", "W1 marg x1e3", "/PMM",
@@ -307,13 +307,13 @@ def main(argv=None):
                                                       "W1 marg x1e3", "/PMM", "TB x1e3"], erows)
                                if erows else "(nothing fits)"))
             krows = []
-            for skew in (0.01, 0.1, 0.5, 1.0, 2.0):
+            for skew in (0.6, 0.7, 0.8, 0.9):
                 c = tuple(planned(n, 0, rt, skew)["mechanisms"][0][q] for q in ("k", "w", "j"))
                 if c not in sweep:
                     sweep[c] = R.run(cfg_for(c), label_of(c, r))
-                krows.append(["skew=%g" % skew, "k=%d w=%d j=%d" % c, f(sweep[c]["w1m"])])
+                krows.append(["prior skew=%g" % skew, "k=%d w=%d j=%d" % c, f(sweep[c]["w1m"])])
             for cdiv in (10, 100, 1000):
-                for skew in (0.5, 0.1):
+                for skew in (0.8, 0.6):
                     c = min(sweep, key=lambda cc: P.predicted_w1(D, r, cc[0], cc[1], cc[2], EPS, n * cdiv, skew))
                     krows.append(["noise term / %d, skew=%g (argmin over the sweep)" % (cdiv, skew),
                                   "k=%d w=%d j=%d" % c, f(sweep[c]["w1m"])])
@@ -323,11 +323,8 @@ def main(argv=None):
 
             def terms(c):
                 k, w, j = c
-                tot = P.predicted_w1(D, r, k, w, j, EPS, n, 0.5)
-                no = tot - P.predicted_w1(D, r, k, w, j, EPS, 1e30, 0.5)
-                ha = tot - P.predicted_w1(D, r, k, float("inf"), j, EPS, n, 0.5)
-                pr = tot - P.predicted_w1(D, r, k, w, j, EPS, n, 0.0)
-                return tot, no, ha, pr, tot - no - ha - pr
+                no, ha, pr, de = (a * t for a, t in zip(P.FIT, P.error_terms(D, r, k, w, j, EPS, n)))
+                return no + ha + pr + de, no, ha, pr, de
             trows = []
             for c in sorted({pk, bk}, key=lambda c: c != pk):
                 tot, no, ha, pr, de = terms(c)

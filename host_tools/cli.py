@@ -273,7 +273,8 @@ def _jsonable(o):
                    "synthetic values, bounds must be whole numbers (privhp, cdf). Others are real-valued, "
                    "however their bounds are written.")
 @click.option("--n-max", default=10 ** 6, show_default=True, type=click.IntRange(2, 2 ** 29),
-              help="Public upper bound on readings per release; sets the tree depth.")
+              help="Expected readings per release (a factor of 2 off is harmless); privhp's planner "
+                   "predicts the error and centres its depth search at it.")
 @click.option("--sketch", default="cms", show_default=True, type=click.Choice(SKETCHES),
               help="Count-min or count sketch for the deep levels.")
 @click.option("--rows", "j", default=None, type=click.IntRange(1, 16), help="Sketch rows j (default: chosen).")
@@ -292,9 +293,11 @@ def _jsonable(o):
               help="The device also publishes its frames (mqtt: agent/transport, micropython): the transport's "
                    "measured heap and a buffer of the largest frame come off --ram before the counters are "
                    "chosen; the config gets a device.mqtt block sizing its outbox (edgesynth docs transport).")
-@click.option("--depth", default=None, type=click.IntRange(1, 28),
-              help="phdstream: depth D of the public binary tree (default min(20, the sum over channels of "
-                   "floor(log2(HI - LO))): no cell narrower than one unit).")
+@click.option("--depth", default=None, type=click.IntRange(1, 29),
+              help="phdstream: depth D of the public binary tree, 1..28 (default min(20, the sum over channels "
+                   "of floor(log2(HI - LO))): no cell narrower than one unit). privhp: fix the tree depth, "
+                   "1..29, instead of searching round(log2(eps n_max) - 2 - log2 d) +- 2 (deeper suits data "
+                   "clustered on a coarse grid of values).")
 @click.option("--counter", default="simple", show_default=True,
               help="phdstream: leaf counters: simple, block:K or tree[:T] (T a power of 2, default 128).")
 @click.option("--max-events", default=None, type=click.IntRange(1, 2 ** 22),

@@ -15,6 +15,7 @@ from fractions import Fraction
 from edgesynth.agent.cdf.build import MAX_BINS
 from edgesynth.agent.device import mechanism_class, routes
 from edgesynth.agent.errors import ConfigError
+from edgesynth.agent.privhp.build import MAX_DEPTH as PRIVHP_MAX_DEPTH
 from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
 from edgesynth.budget import parse_epsilon
@@ -166,8 +167,12 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
     domain: profile ids lo <= id < hi, (lo, hi) or "LO:HI". cap: profile's
         public cap on one id's count, 1..2**24. sample_bits: profile over
         hashed ids from [0, 2**B), B even; domain is then the kept range.
-    n_max: public upper bound on readings per release (2..2**29), sets the
-        PrivHP tree depth. sketch: "cms" or "cs". rows: sketch rows j, 1..16.
+    n_max: the expected number of readings per release (2..2**29; a factor
+        of 2 off is harmless): the PrivHP planner predicts the error at it
+        and centres its depth search on round(log2(eps n_max) - 2 - log2 d).
+        depth (privhp): fix the tree depth, 1..29, instead of searching
+        (deeper suits data clustered on a coarse grid of values).
+        sketch: "cms" or "cs". rows: sketch rows j, 1..16.
     clamp_share: part of epsilon for the noisy count of out-of-range
         readings, in [0, 1). uniform_split: split epsilon evenly over levels.
     hash_seed: public seed shared by devices that will be merged (privhp;
@@ -323,7 +328,8 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
     lo, hi, names = _bounds(bounds, names, integer)
     return plan_privhp(lo, hi, eps, ram_bytes, names=names, n_max=n_max, sketch=_one_of(sketch, SKETCHES, "--sketch"),
                        j=rows, clamp_share=_share(clamp_share), uniform_split=bool(uniform_split),
-                       hash_seed=hash_seed, relation=relation, runtime=device_runtime)
+                       depth=_int_in(depth, 1, PRIVHP_MAX_DEPTH, "--depth"), hash_seed=hash_seed,
+                       relation=relation, runtime=device_runtime)
 
 
 def _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_runtime, depth, counter, max_events,

@@ -37,7 +37,8 @@ def test_short_seeds_do_not_collide():
     assert [a.below(256) for _ in range(8)] != [b.below(256) for _ in range(8)]
 
 
-@pytest.mark.parametrize("spans,r_want", [((4096, 4), 23), ((4, 4096), 24), ((1 << 20,), 20), ((4096, 4.0), 29)])
+# (4096, 4.0): real-valued, no cap: the depth rule round(log2(1e9) - 2 - log2 2) = 27
+@pytest.mark.parametrize("spans,r_want", [((4096, 4), 23), ((4, 4096), 24), ((1 << 20,), 20), ((4096, 4.0), 27)])
 def test_depth_stops_where_every_integer_channel_reaches_one_unit(spans, r_want):
     """All-integer channels: the shallowest depth at which each is split to
     single units, so the widest is never split below one; a narrow channel

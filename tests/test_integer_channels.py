@@ -16,7 +16,7 @@ from edgesynth.mechanisms.cdf.generator import CDFGenerator
 from edgesynth.mechanisms.integers import cell_integers
 from edgesynth.mechanisms.privhp.generator import Generator as PrivHPGenerator
 from edgesynth.mechanisms.privhp.growth import Leaves
-from edgesynth.mechanisms.privhp.plan import channel_bits
+from edgesynth.mechanisms.privhp.plan import channel_bits, choose_depth
 
 
 def run(*args):
@@ -107,9 +107,11 @@ def test_a_narrow_integer_channel_does_not_coarsen_the_others():
     flag = es.plan("0:1,0:10", epsilon=1, ram="64K", hash_seed="n", integer=["x0"])
     assert flag["mechanisms"][0]["r"] == free["r"] > 2
     assert flag["plan"]["resolution"]["x0"] == 1 and flag["plan"]["resolution"]["x1"] < 0.1
-    # integer channels alone: deep enough for the widest to reach one unit, no deeper
-    both = es.plan("0:2,0:1000", epsilon=1, ram="64K", hash_seed="n", integer=["x0", "x1"])["mechanisms"][0]
-    assert channel_bits(2, both["r"]) == [10, 10]
+    # integer channels alone: the depth rule goes deep enough for the widest to reach one unit, no deeper,
+    # and the planner's depth search stays within that cap
+    both = es.plan("0:2,0:1000", epsilon=1, ram="64K", hash_seed="n", integer=["x0", "x1"], n_max=2 ** 29)
+    assert channel_bits(2, choose_depth(2, 1, 2 ** 29, [0, 0], [2, 1000])) == [10, 10]
+    assert 18 <= both["mechanisms"][0]["r"] <= 20   # the window 20 - 2 .. 20
 
 
 def test_bits_per_channel_follow_the_split_order():
