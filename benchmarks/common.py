@@ -130,7 +130,8 @@ def _no_exact_noise(calls):
 
     patched = []
     for name, mod in list(sys.modules.items()):
-        if (name == "agent" or name.startswith("agent.")) and \
+        # the agent is the package's edgesynth.agent (bare "agent" when run from agent/ itself)
+        if (name in ("agent", "edgesynth.agent") or name.startswith(("agent.", "edgesynth.agent."))) and \
                 getattr(mod, "discrete_laplace", None) is real:
             mod.discrete_laplace = zero
             patched.append(mod)
@@ -346,13 +347,17 @@ class TreeBound:
 # --------------------------------------------------------------------------
 
 def norm_boxes(gen):
+    """The leaves' boxes in normalised coordinates; ``gen`` is a PrivHP model
+    or what es.assemble returns (its ``.model``)."""
+    gen = getattr(gen, "model", gen)
     return normalize(gen.box_lo, gen.lo, gen.hi), normalize(gen.box_hi, gen.lo, gen.hi)
 
 
 def w1_marginal(gen, xn):
     """Exact marginal W1 averaged over channels (normalised coordinates)."""
     blo, bhi = norm_boxes(gen)
-    return float(np.mean([w1_marginal_exact(xn[:, c], blo[:, c], bhi[:, c], gen.prob)
+    prob = getattr(gen, "model", gen).prob
+    return float(np.mean([w1_marginal_exact(xn[:, c], blo[:, c], bhi[:, c], prob)
                           for c in range(xn.shape[1])]))
 
 
