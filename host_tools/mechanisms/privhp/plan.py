@@ -35,6 +35,7 @@ from edgesynth.ram import heap_need, host_memory, ram_notes
 PRIOR_SKEW = 0.8       # public data-shape assumption: multifractal skew B (never read off the data)
 FIT = (0.068, 0.1465, 0.4492, 0.44)   # (noise, collide, prune, res) weights, fitted: see predicted_w1
 DEPTH_WINDOW = 2       # depths searched either side of choose_depth's rule
+DEFAULT_N_MAX = 10 ** 6   # es.plan's and the CLI's default n_max
 ROWS = {"cms": (1, 2, 3, 4), "cs": (1, 3, 5)}   # sketch rows searched (a count sketch takes a median: odd j)
 
 
@@ -164,16 +165,23 @@ def resolution(lo, hi, r):
     return [finest(l, h, (h - l) / 2 ** b) for l, h, b in zip(lo, hi, channel_bits(len(lo), r))]
 
 
-def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=None,
+def _depth_window(d, eps, n_max, lo, hi):
+    """The depths searched around choose_depth's rule: +-DEPTH_WINDOW, within [d, depth_cap]."""
+    r0 = choose_depth(d, eps, n_max, lo, hi)
+    return range(max(1, d, r0 - DEPTH_WINDOW), max(r0, min(depth_cap(d, lo, hi), r0 + DEPTH_WINDOW)) + 1)
+
+
+def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms", j=None,
                 clamp_share=Fraction(1, 50), uniform_split=False, skew=PRIOR_SKEW, depth=None,
                 hash_seed=None, relation="add-remove", runtime="micropython"):
     """Return the public device config (a JSON-ready dict) for PrivHP.
 
     ``ram`` bytes is the whole budget for the agent on the device; the counters
     get ``ram`` minus the ``runtime``'s overhead (heap_need). Candidates are
-    every depth within DEPTH_WINDOW of choose_depth (or ``depth``, 1..29, when
-    given), every k = 2**b up to 2**r, every j of ROWS[sketch] (or ``j``) and
-    for each the widest w = 2**b <= MAX_WIDTH that fits ``ram``; only states
+    every depth within DEPTH_WINDOW of choose_depth (below DEFAULT_N_MAX, the
+    default's window too; or only ``depth``, 1..29, when given), every
+    k = 2**b up to 2**r, every j of ROWS[sketch] (or ``j``) and for each the
+    widest w = 2**b <= MAX_WIDTH that fits ``ram``; only states
     whose assembly fits host_memory() count. The pick minimises predicted_w1
     at ``n_max`` under the prior ``skew``. Raises InputError when nothing fits.
     """
@@ -186,8 +194,10 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=10 ** 6, sketch="cms", j=Non
         raise InputError("a %d-byte budget is below the agent's measured runtime overhead of %d bytes "
                          "(bytecode, objects, interpreter); give the agent more RAM" % (ram, overhead))
     if depth is None:
-        r0 = choose_depth(d, eps, n_max, lo, hi)
-        depths = range(max(1, d, r0 - DEPTH_WINDOW), max(r0, min(depth_cap(d, lo, hi), r0 + DEPTH_WINDOW)) + 1)
+        # the default n_max's window too, so a truthful smaller n_max never picks a plan
+        # that the model predicts worse (at the true n) than the default's pick
+        depths = sorted(set(_depth_window(d, eps, n_max, lo, hi)) |
+                        set(_depth_window(d, eps, max(n_max, DEFAULT_N_MAX), lo, hi)))
     else:
         depths = [depth]
     js = [j] if j else ROWS[sketch]
