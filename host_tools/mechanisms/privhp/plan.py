@@ -30,6 +30,7 @@ from edgesynth.config import device_config
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.integers import finest
 from edgesynth.mechanisms.privhp.growth import privhp_host_need
+from edgesynth.noise import dlap_variance
 from edgesynth.ram import heap_need, host_memory, ram_notes
 
 PRIOR_SKEW = 0.8       # public data-shape assumption: multifractal skew B (never read off the data)
@@ -45,12 +46,6 @@ def counter_bytes(r, k, w, j, sketch="cms"):
     counters = (1 << (L + 1)) - 1 + (r - L) * j * w
     per_row = 4 * (2 if sketch == "cs" else 1)
     return 4 * counters + 2 * per_row * (r - L) * j
-
-
-def _dlap_sd(scale):
-    """Standard deviation of a discrete Laplace of ``scale`` (counts)."""
-    a = math.exp(-1.0 / scale)
-    return math.sqrt(2 * a) / (1 - a)
 
 
 def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW):
@@ -83,12 +78,12 @@ def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW):
 
     noise = collide = prune = 0.0
     for l in range(1, L + 1):
-        sd = _dlap_sd(1.0 / sigma[l]) / n
+        sd = math.sqrt(dlap_variance(1.0, sigma[l])) / n
         noise += gamma(l - 1) * sum(math.comb(l - 1, z) * min(sd, mass(l - 1, z)) for z in range(l))
     hot = {z: math.comb(L, z) for z in range(L + 1)}   # heavy bits -> hot cells at the last level
     rho = {1: 1.0, 2: 3.0, 3: 6.0}.get(j, 2.0 * j)
     for l in range(L + 1, r + 1):
-        sd = _dlap_sd(j / sigma[l]) / n
+        sd = math.sqrt(dlap_variance(j, sigma[l])) / n
         for z, c in hot.items():
             pm = mass(l - 1, z)
             noise += gamma(l - 1) * c * min(sd, pm)
