@@ -15,13 +15,15 @@ leaves different room for counters on each, and the target is evaluated for
 every runtime the planner knows:
 
 * PrivHP (planner): ``plan_privhp([0,0], [1,1], Fraction(1), 32768, n_max=10**6,
-  runtime=RT)``, i.e. the (k, w, j) the planner picks; only its hash seed
-  changes per repetition.
+  runtime=RT, depth=r)``, i.e. the (k, w, j) the planner picks at the depth r
+  it picks for the first runtime (it searches the depth per runtime; the
+  runtimes are compared at one depth); only its hash seed changes per
+  repetition.
 * PrivHP (sweep): count-min configs at the planner's depth r with
   ``device_bytes(config, RT) <= 32768``: j = 1, 2, k = 8 .. 2048 and,
   for each (k, j), the three largest widths that fit (a wider sketch at the
   same k, j costs no privacy, so smaller widths are dominated).
-* PMM: PrivHP with k = 2**r (r = 20): 2**21 - 1 noisy counters, 8 MiB.
+* PMM: PrivHP with k = 2**r at the same r (r = 20 with the previous planner: 2**21 - 1 noisy counters, 8 MiB).
 * T_X (exact depth-r histogram) and T_topk (exact counts, exact top-k
   pruning) are non-private floors that split PrivHP's error into resolution,
   pruning, sketch collisions and noise ("no-noise" runs the agent with every
@@ -49,6 +51,7 @@ from scipy.stats import spearmanr  # noqa: E402
 
 from edgesynth.data.synthdata import multifractal  # noqa: E402
 from edgesynth.mechanisms.privhp import plan as P  # noqa: E402
+from edgesynth.ram import RUNTIME_OVERHEAD  # noqa: E402
 
 RAM = 32768
 EPS = Fraction(1)
@@ -65,9 +68,10 @@ def device_bytes(c, rt, r, sketch="cms"):
     return P.heap_need(P.counter_bytes(r, k, w, j, sketch), rt, sketch, D, P.privhp_arrays(r, k, j))
 
 
-def planned(n, rep, runtime, skew=P.PRIOR_SKEW):
+def planned(n, rep, runtime, skew=P.PRIOR_SKEW, depth=None):
+    """The planner's config; ``depth`` fixes r (the runtimes are compared at one depth)."""
     kw = {} if runtime is None else {"runtime": runtime}
-    return P.plan_privhp([0., 0.], [1., 1.], EPS, RAM, n_max=n, skew=skew,
+    return P.plan_privhp([0., 0.], [1., 1.], EPS, RAM, n_max=n, skew=skew, depth=depth,
                          hash_seed="target-hash-%d" % rep, **kw)
 
 
@@ -149,7 +153,8 @@ def main(argv=None):
 
     x = multifractal(np.random.default_rng(20250), n, D, B)
     R = Runner(x, reps, m_joint)
-    runtimes = list(P.RUNTIME_OVERHEAD)
+    runtimes = list(RUNTIME_OVERHEAD)
+    # the planner searches the depth per runtime; the runtimes are swept and compared at the first one's
     r = planned(n, 0, runtimes[0])["mechanisms"][0]["r"]
 
     def cfg_for(c, rr=None, sketch="cms"):
@@ -173,7 +178,7 @@ def main(argv=None):
         per_rt[rt] = st
         if avail <= 0:
             continue
-        pm = planned(n, 0, rt)["mechanisms"][0]
+        pm = planned(n, 0, rt, depth=r)["mechanisms"][0]
         assert pm["r"] == r
         plan_key = (pm["k"], pm["w"], pm["j"])
         t = time.perf_counter()
@@ -183,7 +188,7 @@ def main(argv=None):
         sweep = {c: R.run(cfg_for(c), label_of(c, r)) for c in cands}
         ranked = sorted(sweep, key=lambda c: mean(sweep[c]["w1m"]))
         best = ranked[0]
-        planner = R.run(lambda rep: planned(n, rep, rt), label_of(plan_key, r), joint=True)
+        planner = R.run(lambda rep: planned(n, rep, rt, depth=r), label_of(plan_key, r), joint=True)
         top = R.run(cfg_for(best), label_of(best, r), joint=True)
         floors = {}
         for c in {plan_key, best}:
@@ -308,7 +313,7 @@ def main(argv=None):
                                if erows else "(nothing fits)"))
             krows = []
             for skew in (0.6, 0.7, 0.8, 0.9):
-                c = tuple(planned(n, 0, rt, skew)["mechanisms"][0][q] for q in ("k", "w", "j"))
+                c = tuple(planned(n, 0, rt, skew, depth=r)["mechanisms"][0][q] for q in ("k", "w", "j"))
                 if c not in sweep:
                     sweep[c] = R.run(cfg_for(c), label_of(c, r))
                 krows.append(["prior skew=%g" % skew, "k=%d w=%d j=%d" % c, f(sweep[c]["w1m"])])
