@@ -305,19 +305,19 @@ def test_absurd_host_work_is_refused_before_allocating_by_assemble_and_plan():
 
 
 def test_the_privhp_planner_only_chooses_what_the_host_can_assemble(monkeypatch):
-    """With 256 MiB of device RAM the best predicted W1 would need ~25 GiB of
-    host memory to assemble (k = 2**24 over depth 29); the planner picks the
-    best state within ram.HOST_MEMORY instead."""
+    """With 64 MiB of device RAM on one channel the best predicted W1 would
+    need ~8 GiB of host memory to assemble (k = 2**22 over depth 29, within
+    the device's 2**24 counters); the planner picks the best state within
+    ram.HOST_MEMORY instead."""
     import edgesynth.mechanisms.privhp.plan as plan
     from edgesynth.mechanisms.privhp.growth import privhp_host_need
 
     def need_of_plan():
-        m = plan.plan_privhp([0.0] * 2, [1.0] * 2, Fraction(10), 256 << 20, n_max=10 ** 9,
-                             runtime="c")["mechanisms"][0]
-        return privhp_host_need(min(m["k"].bit_length() - 1, m["r"]), m["r"], m["k"], m["j"], 2)
+        m = plan.plan_privhp([0.0], [1.0], Fraction(10), 64 << 20, n_max=10 ** 9, runtime="c")["mechanisms"][0]
+        return privhp_host_need(min(m["k"].bit_length() - 1, m["r"]), m["r"], m["k"], m["j"], 1)
     assert need_of_plan() <= HOST_MEMORY
     monkeypatch.setattr(ram, "HOST_MEMORY", 1 << 60)
-    assert need_of_plan() > 10 * HOST_MEMORY
+    assert need_of_plan() > 2 * HOST_MEMORY
 
 
 def test_host_needs_bound_the_measured_peaks():

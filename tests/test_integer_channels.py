@@ -109,9 +109,11 @@ def test_a_narrow_integer_channel_does_not_coarsen_the_others():
     assert flag["plan"]["resolution"]["x0"] == 1 and flag["plan"]["resolution"]["x1"] < 0.1
     # integer channels alone: the depth rule goes deep enough for the widest to reach one unit, no deeper,
     # and the planner's depth search stays within that cap
-    both = es.plan("0:2,0:1000", epsilon=1, ram="64K", hash_seed="n", integer=["x0", "x1"], n_max=2 ** 29)
     assert channel_bits(2, choose_depth(2, 1, 2 ** 29, [0, 0], [2, 1000])) == [10, 10]
-    assert 18 <= both["mechanisms"][0]["r"] <= 20   # the window 20 - 2 .. 20
+    both = es.plan("0:2,0:1000", epsilon=1, ram="1M", hash_seed="n", integer=["x0", "x1"], n_max=2 ** 29)
+    assert both["mechanisms"][0]["r"] == 20 and both["plan"]["resolution"] == {"x0": 1, "x1": 1}
+    small = es.plan("0:2,0:1000", epsilon=1, ram="64K", hash_seed="n", integer=["x0", "x1"], n_max=2 ** 29)
+    assert small["mechanisms"][0]["r"] <= 20   # the search never goes past the cap
 
 
 def test_bits_per_channel_follow_the_split_order():

@@ -10,6 +10,7 @@ import pytest
 
 import edgesynth as es
 from edgesynth.agent.hashing import MAX_WIDTH
+from edgesynth.agent.privhp import build as B
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.privhp import plan as P
 from edgesynth.ram import heap_need
@@ -23,20 +24,53 @@ def pick(d, eps, ram, runtime="c", **kw):
     return cfg["mechanisms"][0], cfg["plan"]
 
 
+def agent_build(spec, factor=1):
+    """The device's own parse of ``spec`` and draw_noise's scale checks (the
+    counters not filled: a 1 MiB plan's noise takes long in Python)."""
+    class M:
+        pass
+    m = M()
+    B.parse(m, spec)
+    m.factor = factor
+    q = m.q * factor
+    for lvl in range(m.r + 1):
+        assert (m.j if lvl > m.L else 1) * q <= m.sigma[lvl] * B.MAX_SCALE
+    assert not m.clamp_p or q <= m.clamp_p * B.MAX_SCALE
+    return m
+
+
 def shape(m):
     return m["r"], m["k"], m["w"], m["j"]
 
 
-@pytest.mark.parametrize("n", [2, 100, 10 ** 4, 10 ** 9])
-def test_prediction_is_a_w1_in_0_1(n):
-    """Even at tiny n and eps, d = 4, one hot node and the narrowest sketch
-    (the uncapped noise model of the old planner passed 1 there), the
-    prediction stays in (0, 1], and so does the planner's note."""
+CLAMP = {"clamp_share": Fraction(1, 50)}   # the planner's default: its notes predict at this noise
+
+
+def gamma(d, l):
+    return 2.0 ** -(l // d)
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_noise_is_capped_at_the_parent_mass(d):
+    """Uncapped terms, not predicted_w1's min(1, ...): at n = 2 and eps = 1/100
+    the noise swamps every count, so consistency moves each split parent's whole
+    mass: on the complete tree the noise term is exactly sum_l gamma_{l-1}
+    (the old uncapped model gave sd/n per parent, about 2**l times more)."""
+    for r in (d, 8, 12):
+        noise, collide, prune, res = P.error_terms(d, r, 1 << r, 1, 1, Fraction(1, 100), 2)
+        assert noise == pytest.approx(sum(gamma(d, l - 1) for l in range(1, r + 1)), rel=1e-9)
+        assert (collide, prune, res) == (0.0, 0.0, gamma(d, r))
+    # with sketch levels every term is a mass (at most 1 per level) times gamma (at most 1)
+    for r, k, w, j in ((8, 2, 4, 1), (20, 64, 4096, 4), (29, 2048, 16, 2)):
+        terms = P.error_terms(d, r, k, w, j, Fraction(1, 100), 2)
+        assert all(0 <= t <= r for t in terms) and terms[0] > 0.9 * gamma(d, 0)
+
+
+def test_the_uncapped_prediction_falls_below_1_with_data():
+    """At n = 10**9 and eps = 4 a roomy plan's uncapped prediction is far below
+    the cap, so the planner compares uncapped scores, not a flat 1."""
     for d in (1, 2, 4):
-        for r, k, w, j in ((d, 1, 4, 1), (8, 2, 4, 1), (12, 1 << 12, 1, 1), (20, 64, 4096, 4), (29, 2048, 16, 2)):
-            p = P.predicted_w1(d, r, k, w, j, Fraction(1, 100), n)
-            assert 0 < p <= 1
-        assert 0 < pick(d, Fraction(1, 100), 32 << 10, n_max=min(n, 2 ** 29))[1]["predicted_w1"] <= 1
+        assert P.fit_score(P.error_terms(d, 20, 1024, 4096, 2, Fraction(4), 10 ** 9)) < 0.1
 
 
 def test_each_term_falls_where_it_should():
@@ -75,15 +109,12 @@ def test_ram_beyond_the_old_cap_is_used():
 
 @pytest.mark.parametrize("d,eps,ram,rt", GRID)
 def test_truthful_n_max_never_predicts_worse_than_the_default(d, eps, ram, rt):
-    """At the true n (below the default 10**6) the truthful plan's prediction
-    is at most the default plan's prediction evaluated at that n."""
-    try:
-        default = pick(d, eps, ram, rt)[0]
-    except InputError:   # the budget holds no state for this runtime
-        return
-    for n in (1000, 3 * 10 ** 4, 3 * 10 ** 5, 10 ** 6):
+    """At the true n (below or above the default 10**6) the truthful plan's
+    prediction is at most the default plan's prediction evaluated at that n."""
+    default = pick(d, eps, ram, rt)[0]
+    for n in (1000, 3 * 10 ** 4, 3 * 10 ** 5, 10 ** 6, 10 ** 7, 2 ** 29):
         truthful = pick(d, eps, ram, rt, n_max=n)[1]["predicted_w1"]
-        assert truthful <= P.predicted_w1(d, *shape(default), eps, n) * (1 + 1e-12), (n, shape(default))
+        assert truthful <= P.predicted_w1(d, *shape(default), eps, n, **CLAMP) * (1 + 1e-12), (n, shape(default))
 
 
 @pytest.mark.parametrize("d,eps,n,r_rule", [(1, Fraction(1), 10 ** 4, 11), (2, Fraction(1), 10 ** 6, 17),
@@ -103,19 +134,49 @@ def test_depth_option_fixes_the_depth():
     for r in (6, 20, 24):
         assert pick(2, Fraction(1), 64 << 10, depth=r)[0]["r"] == r
         assert es.plan("0:1,0:1", epsilon=1, ram="64K", depth=r, hash_seed="d")["mechanisms"][0]["r"] == r
-    for bad in (0, 30):
+    for bad in (0, 1, 30):   # 1 < d = 2 channels: the second would never split
         with pytest.raises(InputError, match="--depth"):
             es.plan("0:1,0:1", epsilon=1, ram="64K", depth=bad)
+    # integer channels 0..1000 reach one unit at r = 2 * 10 = 20: deeper splits nothing
+    assert es.plan("0:1000,0:1000", epsilon=1, ram="1M", integer="x0,x1", depth=20, hash_seed="d")["plan"][
+        "resolution"] == {"x0": 1, "x1": 1}
+    with pytest.raises(InputError, match="--depth must be 2..20"):
+        es.plan("0:1000,0:1000", epsilon=1, ram="1M", integer="x0,x1", depth=21)
+
+
+def test_too_many_channels_or_too_little_epsilon_is_one_line():
+    """d above the device's 16 channels, and an epsilon so small that every
+    level's noise scale exceeds the device's 2**22, are refused by the planner
+    (the device would refuse every such plan at build)."""
+    with pytest.raises(InputError, match="1..16 channels"):
+        pick(17, Fraction(1), 1 << 20)
+    with pytest.raises(InputError, match="1..16 channels"):
+        pick(30, Fraction(1), 1 << 20)
+    assert pick(16, Fraction(1), 1 << 20)[0]["r"] >= 16
+    with pytest.raises(InputError, match="too small for the device"):
+        pick(2, Fraction(1, 10 ** 6), 64 << 10)
+
+
+def test_the_device_noise_is_scored():
+    """replace doubles every noise scale, clamp_share and uniform_split change
+    the levels' budgets: the prediction sees the noise the device draws."""
+    base = P.error_terms(2, 16, 256, 256, 1, Fraction(1, 2), 10 ** 4)[0]
+    assert P.error_terms(2, 16, 256, 256, 1, Fraction(1, 2), 10 ** 4, factor=2)[0] > 1.5 * base
+    assert P.error_terms(2, 16, 256, 256, 1, Fraction(1, 2), 10 ** 4, clamp_share=Fraction(1, 2))[0] > 1.5 * base
+    assert P.error_terms(2, 16, 256, 256, 1, Fraction(1, 2), 10 ** 4, uniform=True)[0] != base
+    add = pick(2, Fraction(1, 2), 64 << 10, n_max=10 ** 4)[1]["predicted_w1"]
+    rep = pick(2, Fraction(1, 2), 64 << 10, n_max=10 ** 4, relation="replace")[1]["predicted_w1"]
+    assert rep > add
 
 
 @pytest.mark.parametrize("d,eps,ram,rt", GRID)
 def test_picks_fit_the_ram_and_the_device(d, eps, ram, rt):
     """The pick's charge (counters and the runtime's measured overhead) fits
-    the budget; w, j and r are what the device accepts and the search allows."""
-    try:
-        m, plan = pick(d, eps, ram, rt)
-    except InputError:
-        return
+    the budget; the device's own parse and noise check accept it; w, j and r
+    are what the search allows."""
+    cfg = P.plan_privhp([0.0] * d, [1.0] * d, eps, ram, runtime=rt, hash_seed="cal")
+    m, plan = cfg["mechanisms"][0], cfg["plan"]
+    agent_build(m)
     r, k, w, j = shape(m)
     need = heap_need(P.counter_bytes(r, k, w, j), rt, "cms", d, P.privhp_arrays(r, k, j))
     assert need == plan["expected_peak_bytes"] <= ram

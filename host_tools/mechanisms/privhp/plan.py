@@ -24,7 +24,9 @@ import os
 from fractions import Fraction
 
 from edgesynth.agent.hashing import MAX_WIDTH
-from edgesynth.agent.privhp.build import MAX_DEPTH
+from edgesynth.agent.privhp.build import MAX_COUNTERS, MAX_DEPTH
+from edgesynth.agent.spec import MAX_CHANNELS, MAX_SCALE
+from edgesynth.agent.wire import RELATIONS
 from edgesynth.budget import level_weights, privhp_budget
 from edgesynth.config import device_config
 from edgesynth.errors import InputError
@@ -48,10 +50,15 @@ def counter_bytes(r, k, w, j, sketch="cms"):
     return 4 * counters + 2 * per_row * (r - L) * j
 
 
-def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW):
+def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, factor=1, clamp_share=0, uniform=False):
     """The four unweighted terms of predicted_w1: (noise, collide, prune, res),
     each the mass (a fraction of n) a step of the mechanism moves times the
     l-infinity distance gamma it moves in [0,1)^d, under the prior.
+
+    The noise is the one the device draws: level l's budget is
+    eps (1 - clamp_share) times its share of level_weights(..., uniform), and
+    its discrete Laplace scale is factor (2 under the replace relation, else
+    1) times j (sketch levels) over that budget.
 
     The prior is a multifractal of skew ``skew`` in (0.5, 1): a level-l cell
     with z of its l path bits set to the heavy side holds mass
@@ -61,14 +68,14 @@ def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW):
                clips every child into [0, parent], so noise moves at most the parent's mass;
                every parent on tree levels, the k hot ones on sketch levels (sd of scale j/sigma_l)
     collide_l  sum over hot parents of min(1 / (w rho_j), parent mass) * gamma_{l-1}
-               (rho_j = 1, 3, 6, 2j: the smallest of j rows' collision loads)
+               (rho_j = 1, 3, then 2j: the smallest of j rows' collision loads)
     prune      sum over sketch levels of the mass among the 2k candidates that is not kept * gamma_l
     res        gamma_r, the finest cell's width
     """
     L = min(k.bit_length() - 1, r)
-    a = level_weights(d, k, r, j)
+    a = level_weights(d, k, r, j, uniform)
     s = sum(a)
-    sigma = [float(eps) * x / s for x in a]
+    sigma = [float(eps) * (1 - float(clamp_share)) * x / s for x in a]
 
     def gamma(l):
         return 2.0 ** -(max(l, 0) // d)
@@ -78,12 +85,12 @@ def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW):
 
     noise = collide = prune = 0.0
     for l in range(1, L + 1):
-        sd = math.sqrt(dlap_variance(1.0, sigma[l])) / n
+        sd = math.sqrt(dlap_variance(factor, sigma[l])) / n
         noise += gamma(l - 1) * sum(math.comb(l - 1, z) * min(sd, mass(l - 1, z)) for z in range(l))
     hot = {z: math.comb(L, z) for z in range(L + 1)}   # heavy bits -> hot cells at the last level
-    rho = {1: 1.0, 2: 3.0, 3: 6.0}.get(j, 2.0 * j)
+    rho = {1: 1.0, 2: 3.0}.get(j, 2.0 * j)
     for l in range(L + 1, r + 1):
-        sd = math.sqrt(dlap_variance(j, sigma[l])) / n
+        sd = math.sqrt(dlap_variance(factor * j, sigma[l])) / n
         for z, c in hot.items():
             pm = mass(l - 1, z)
             noise += gamma(l - 1) * c * min(sd, pm)
@@ -104,7 +111,12 @@ def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW):
     return noise, collide, prune, gamma(r)
 
 
-def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW):
+def fit_score(terms):
+    """FIT . terms: the uncapped predicted W1 of error_terms' four terms."""
+    return sum(a * t for a, t in zip(FIT, terms))
+
+
+def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, **noise):
     """Predicted E W1 (l-infinity, [0,1)^d, range 0..1) of a PrivHP state of
     depth r, k hot nodes, sketch width w and j rows at budget eps and n
     readings, when the data follow the public prior (error_terms).
@@ -116,8 +128,9 @@ def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW):
     the tree-metric upper bound on the joint W1, the exact W1 for d = 1):
     geometric rms misfit 1.32x; priors of skew 0.7 and 0.9 fit about as well.
     The count sketch uses the same constants (not fitted separately).
+    ``noise``: error_terms' factor, clamp_share and uniform (the device's noise).
     """
-    return min(1.0, sum(a * t for a, t in zip(FIT, error_terms(d, r, k, w, j, eps, n, skew))))
+    return min(1.0, fit_score(error_terms(d, r, k, w, j, eps, n, skew, **noise)))
 
 
 def depth_cap(d, lo, hi):
@@ -145,7 +158,7 @@ def choose_depth(d, eps, n_max, lo, hi):
     30 groups. Data clustered on atoms (values on a coarse grid) gain from a
     deeper tree: the planner's ``depth`` option sets it."""
     r = max(d, round(math.log2(max(float(eps) * n_max, 2)) - 2 - math.log2(d)))
-    return max(1, min(r, depth_cap(d, lo, hi)))
+    return min(r, depth_cap(d, lo, hi))   # depth_cap >= d >= 1
 
 
 def channel_bits(d, r):
@@ -163,7 +176,34 @@ def resolution(lo, hi, r):
 def _depth_window(d, eps, n_max, lo, hi):
     """The depths searched around choose_depth's rule: +-DEPTH_WINDOW, within [d, depth_cap]."""
     r0 = choose_depth(d, eps, n_max, lo, hi)
-    return range(max(1, d, r0 - DEPTH_WINDOW), max(r0, min(depth_cap(d, lo, hi), r0 + DEPTH_WINDOW)) + 1)
+    return range(max(d, r0 - DEPTH_WINDOW), max(r0, min(depth_cap(d, lo, hi), r0 + DEPTH_WINDOW)) + 1)
+
+
+def state_need(d, r, k, w, j, sketch, runtime):
+    """Bytes the device needs for one PrivHP state: counters plus the runtime's overhead (heap_need)."""
+    return heap_need(counter_bytes(r, k, w, j, sketch), runtime, sketch, d, privhp_arrays(r, k, j))
+
+
+def widest(d, r, k, j, ram, sketch="cms", runtime="micropython"):
+    """The widest power-of-two w <= MAX_WIDTH for (r, k, j) whose state fits
+    ``ram`` bytes and the device's MAX_COUNTERS (w = 1 for the complete tree,
+    k >= 2**r), or None: the model's error falls with w."""
+    L = min(k.bit_length() - 1, r)
+
+    def fits(w, jj):
+        return ((1 << (L + 1)) - 1 + (r - L) * jj * w <= MAX_COUNTERS
+                and state_need(d, r, k, w, jj, sketch, runtime) <= ram)
+    if k >= 1 << r:
+        return 1 if fits(1, 1) else None
+    return next((1 << b for b in range(MAX_WIDTH.bit_length() - 1, 1, -1) if fits(1 << b, j)), None)
+
+
+def device_takes_noise(q, sigma, clamp_p, L, j, factor):
+    """True when every level's noise scale (and the clamp counter's) is one the
+    device draws: factor * q (times j on sketch levels) <= sigma * MAX_SCALE,
+    the check of agent/privhp/build.py's draw_noise."""
+    return (all(s >= 1 and (j if lvl > L else 1) * q * factor <= s * MAX_SCALE for lvl, s in enumerate(sigma))
+            and not (clamp_p and q * factor > clamp_p * MAX_SCALE))
 
 
 def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms", j=None,
@@ -173,14 +213,20 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms",
 
     ``ram`` bytes is the whole budget for the agent on the device; the counters
     get ``ram`` minus the ``runtime``'s overhead (heap_need). Candidates are
-    every depth within DEPTH_WINDOW of choose_depth (below DEFAULT_N_MAX, the
-    default's window too; or only ``depth``, 1..29, when given), every
-    k = 2**b up to 2**r, every j of ROWS[sketch] (or ``j``) and for each the
-    widest w = 2**b <= MAX_WIDTH that fits ``ram``; only states
-    whose assembly fits host_memory() count. The pick minimises predicted_w1
-    at ``n_max`` under the prior ``skew``. Raises InputError when nothing fits.
+    every depth within DEPTH_WINDOW of choose_depth at ``n_max`` and at
+    DEFAULT_N_MAX (so a truthful n_max never picks a plan the model predicts
+    worse at that n than the default's pick; or only ``depth``, d..depth_cap,
+    when given), every k = 2**b up to 2**r, every j of ROWS[sketch] (or
+    ``j``) and for each the widest w = 2**b <= MAX_WIDTH that fits ``ram`` and
+    the device's MAX_COUNTERS; only states whose every noise scale the device
+    draws (<= 2**22) and whose assembly fits host_memory() count. The pick
+    minimises predicted_w1 at ``n_max`` under the prior ``skew``, at the noise
+    the device draws (relation, clamp_share, uniform_split). Raises
+    InputError when nothing fits.
     """
     d = len(lo)
+    if not 1 <= d <= MAX_CHANNELS:
+        raise InputError("privhp takes 1..%d channels (the device's limit), got %d" % (MAX_CHANNELS, d))
     names = names or ["x%d" % i for i in range(d)]
     if len(names) != d:
         raise InputError("%d names given for %d channels" % (len(names), d))
@@ -188,40 +234,42 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms",
     if ram <= overhead:
         raise InputError("a %d-byte budget is below the agent's measured runtime overhead of %d bytes "
                          "(bytecode, objects, interpreter); give the agent more RAM" % (ram, overhead))
+    cap = depth_cap(d, lo, hi)
     if depth is None:
-        # the default n_max's window too, so a truthful smaller n_max never picks a plan
-        # that the model predicts worse (at the true n) than the default's pick
-        depths = sorted(set(_depth_window(d, eps, n_max, lo, hi)) |
-                        set(_depth_window(d, eps, max(n_max, DEFAULT_N_MAX), lo, hi)))
+        depths = sorted(set(_depth_window(d, eps, n_max, lo, hi)) | set(_depth_window(d, eps, DEFAULT_N_MAX, lo, hi)))
+    elif not d <= depth <= cap:
+        raise InputError("--depth must be %d..%d for %d channels (at least one level per channel; deeper than %d "
+                         "splits no channel further)" % (d, cap, d, cap))
     else:
         depths = [depth]
+    if not depths:   # cannot happen for 1 <= d <= MAX_CHANNELS (depth_cap >= d); a clear refusal if it does
+        raise InputError("no tree depth fits %d channels" % d)
     js = [j] if j else ROWS[sketch]
+    factor = RELATIONS[relation]
+    noise = {"factor": factor, "clamp_share": clamp_share, "uniform": uniform_split}
 
-    def need(r, k, w, jj):
-        return heap_need(counter_bytes(r, k, w, jj, sketch), runtime, sketch, d, privhp_arrays(r, k, jj))
-
-    def widest(r, k, jj):
-        """The widest power-of-two width that fits, or None: the model falls with w."""
-        if k >= 1 << r:
-            return 1 if need(r, k, 1, 1) <= ram else None
-        return next((1 << b for b in range(MAX_WIDTH.bit_length() - 1, 1, -1) if need(r, k, 1 << b, jj) <= ram),
-                    None)
-
-    best, limit = None, host_memory()
+    best, limit, fits_ram = None, host_memory(), False
     for r in depths:
         for kb in range(0, r + 1):
             k = 1 << kb
             for jj in (js if kb < r else [1]):
-                w = widest(r, k, jj)
+                w = widest(d, r, k, jj, ram, sketch, runtime)
                 if w is None or privhp_host_need(kb, r, k, jj, d) > limit:
                     continue
-                score = sum(a * t for a, t in zip(FIT, error_terms(d, r, k, w, jj, eps, n_max, skew)))
+                fits_ram = True
+                if not device_takes_noise(*privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split),
+                                          min(kb, r), jj, factor):
+                    continue
+                score = fit_score(error_terms(d, r, k, w, jj, eps, n_max, skew, **noise))
                 if best is None or score < best[0]:
                     best = (score, r, k, w, jj)
+    if best is None and fits_ram:
+        raise InputError("epsilon %s is too small for the device: every plan's noise scale exceeds 2**22 "
+                         "(raise epsilon)" % eps)
     if best is None:
         r = depths[0]
         raise InputError("a %d-byte budget cannot hold a depth-%d PrivHP state; it needs at least %d bytes"
-                         % (ram, r, need(r, 1, 4, js[0])))
+                         % (ram, r, state_need(d, r, 1, 4, js[0], sketch, runtime)))
     score, r, k, w, jj = best
     size = counter_bytes(r, k, w, jj, sketch)
     q, sigma, clamp_p = privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split)
@@ -232,7 +280,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms",
             "j": jj, "sketch": sketch, "hash_seed": seed, "q": q, "sigma": sigma, "clamp_p": clamp_p}
     L = min(k.bit_length() - 1, r)
     return device_config(eps, relation, mech, {
-        **ram_notes(ram, size, need(r, k, w, jj), runtime),
+        **ram_notes(ram, size, state_need(d, r, k, w, jj, sketch, runtime), runtime),
         "tree_levels": L + 1,
         "sketch_levels": r - L,
         "n_max": n_max,
