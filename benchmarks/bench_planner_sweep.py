@@ -67,15 +67,6 @@ def planned(d, eps, ram, n_max):
     return m["r"], m["k"], m["w"], m["j"]
 
 
-def widest(d, r, k, j, ram):
-    """The widest power-of-two w <= 4096 for (r, k, j) within ``ram`` on the C core (w = 1 for PMM)."""
-    def fits(w, jj):
-        return P.heap_need(P.counter_bytes(r, k, w, jj), "c", "cms", d, P.privhp_arrays(r, k, jj)) <= ram
-    if k >= 1 << r:
-        return 1 if fits(1, 1) else None
-    return next((1 << b for b in range(12, 1, -1) if fits(1 << b, j)), None)
-
-
 def measure(d, shape, eps, x, tb, reps, tag):
     """Mean metric x 1e3 over ``reps`` runs of the config ``shape`` = (r, k, w, j)."""
     vals = []
@@ -101,7 +92,7 @@ def run_case(src, d, n, eps, ram, reps):
             if k == 1 << r and r > PMM_MAX_DEPTH:
                 continue
             for j in ((1, 2, 3) if k < 1 << r else (1,)):
-                w = widest(d, r, k, j, ram)
+                w = P.widest(d, r, k, j, ram, runtime="c")
                 if w is not None:
                     shapes.add((r, k, w, j if k < 1 << r else 1))
     res = {s: measure(d, s, eps, x, tb, reps, "%s%d" % (src, d)) for s in sorted(shapes)}
@@ -110,7 +101,7 @@ def run_case(src, d, n, eps, ram, reps):
     truthful_ok = res[pick] <= 1.02 * res[default]
     return dict(src=src, d=d, n=n, eps=eps, ram=ram, pick=pick, default=default, best=best, res=res,
                 ratio=ratio, truthful_ok=truthful_ok, ok=ratio <= RATIO_OK and truthful_ok,
-                pred=P.predicted_w1(d, *pick, eps, n))
+                pred=P.predicted_w1(d, *pick, eps, n, clamp_share=Fraction(1, 50)))
 
 
 def fmt(shape):

@@ -328,7 +328,7 @@ def main(argv=None):
 
             def terms(c):
                 k, w, j = c
-                no, ha, pr, de = (a * t for a, t in zip(P.FIT, P.error_terms(D, r, k, w, j, EPS, n)))
+                no, ha, pr, de = P.weighted_terms(P.error_terms(D, r, k, w, j, EPS, n))
                 return no + ha + pr + de, no, ha, pr, de
             trows = []
             for c in sorted({pk, bk}, key=lambda c: c != pk):

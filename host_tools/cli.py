@@ -36,8 +36,9 @@ from edgesynth.fleet.ingest import shown
 from edgesynth.fleet.keys import read_device_ids
 from edgesynth.manual import docs_dir, docs_title
 from edgesynth.mechanisms.marginals.table import read_records
+from edgesynth.mechanisms.privhp.plan import DEFAULT_N_MAX
 from edgesynth.outputs import write_bytes, write_text
-from edgesynth.pipeline import DEFAULT_N_MAX, HOST_RAM, fit, runtime
+from edgesynth.pipeline import HOST_RAM, fit, runtime
 from edgesynth.planning import DEVICE_RUNTIMES, SKETCHES, TRANSPORTS
 from edgesynth.ram import parse_size
 from edgesynth.runtimes.simulate import RUNTIMES
@@ -272,7 +273,7 @@ def _jsonable(o):
               help="Integer channels, by name (or 0-based position), comma separated: whole-number readings and "
                    "synthetic values, bounds must be whole numbers (privhp, cdf). Others are real-valued, "
                    "however their bounds are written.")
-@click.option("--n-max", default=10 ** 6, show_default=True, type=click.IntRange(2, 2 ** 29),
+@click.option("--n-max", default=DEFAULT_N_MAX, show_default=True, type=click.IntRange(2, 2 ** 29),
               help="Expected readings per release (a factor of 2 off is harmless); privhp's planner "
                    "predicts the error and centres its depth search at it.")
 @click.option("--sketch", default="cms", show_default=True, type=click.Choice(SKETCHES),

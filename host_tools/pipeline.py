@@ -16,6 +16,7 @@ import numpy as np
 
 from edgesynth.data.tables import as_table, column_names
 from edgesynth.errors import InputError
+from edgesynth.mechanisms.privhp.plan import DEFAULT_N_MAX
 from edgesynth.planning import plan
 from edgesynth.runtimes import native
 from edgesynth.simulation import seed_bytes, simulate
@@ -26,7 +27,6 @@ from edgesynth.synthesis import MAX_SAMPLE, assemble
 # at about 170 KB whatever the budget (a known planner limit), so 16 MiB
 # leaves the choice entirely to its accuracy model.
 HOST_RAM = "16M"
-DEFAULT_N_MAX = 10 ** 6  # as `edgesynth plan --n-max`: a public bound, never the data's row count
 
 
 def runtime():

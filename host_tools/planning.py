@@ -30,7 +30,7 @@ from edgesynth.mechanisms.marginals.generator import MarginalsGenerator
 from edgesynth.mechanisms.marginals.plan import plan_marginals
 from edgesynth.mechanisms.marginals.table import load_schema
 from edgesynth.mechanisms.phdstream.plan import plan_phdstream
-from edgesynth.mechanisms.privhp.plan import plan_privhp
+from edgesynth.mechanisms.privhp.plan import DEFAULT_N_MAX, plan_privhp
 from edgesynth.mechanisms.profile.plan import parse_domain, plan_profile
 from edgesynth.ram import TRANSPORT_SLOTS, frame_bound, parse_size, transport_heap
 from edgesynth.stdio import label, read_input, read_once
@@ -134,7 +134,7 @@ def _domain(value):
 
 
 def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, integer=None, bins=None,
-         branching=None, domain=None, cap=None, sample_bits=None, n_max=10 ** 6, sketch="cms", rows=None,
+         branching=None, domain=None, cap=None, sample_bits=None, n_max=DEFAULT_N_MAX, sketch="cms", rows=None,
          clamp_share="1/50", uniform_split=False, hash_seed=None, relation=None, device_runtime=None,
          transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op", fold=None,
          schema=None, marginals=None, from_generator=None):

@@ -111,9 +111,14 @@ def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, factor=1, clamp_share=0,
     return noise, collide, prune, gamma(r)
 
 
+def weighted_terms(terms):
+    """error_terms' four terms times their FIT weights."""
+    return tuple(a * t for a, t in zip(FIT, terms))
+
+
 def fit_score(terms):
     """FIT . terms: the uncapped predicted W1 of error_terms' four terms."""
-    return sum(a * t for a, t in zip(FIT, terms))
+    return sum(weighted_terms(terms))
 
 
 def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, **noise):
