@@ -274,8 +274,9 @@ def _jsonable(o):
                    "synthetic values, bounds must be whole numbers (privhp, cdf). Others are real-valued, "
                    "however their bounds are written.")
 @click.option("--n-max", default=DEFAULT_N_MAX, show_default=True, type=click.IntRange(2, 2 ** 29),
-              help="Expected readings per release (a factor of 2 off is harmless); privhp's planner "
-                   "predicts the error and centres its depth search at it.")
+              help="A public estimate of the readings per release (rate x period, or a published count), "
+                   "never counted from the data; privhp's planner predicts the error and centres its depth "
+                   "search at it.")
 @click.option("--sketch", default="cms", show_default=True, type=click.Choice(SKETCHES),
               help="Count-min or count sketch for the deep levels.")
 @click.option("--rows", "j", default=None, type=click.IntRange(1, 16), help="Sketch rows j (default: chosen).")
@@ -297,7 +298,8 @@ def _jsonable(o):
 @click.option("--depth", default=None, type=click.IntRange(1, 29),
               help="phdstream: depth D of the public binary tree, 1..28 (default min(20, the sum over channels "
                    "of floor(log2(HI - LO))): no cell narrower than one unit). privhp: fix the tree depth, "
-                   "1..29, instead of searching round(log2(eps n_max) - 2 - log2 d) +- 2 (deeper suits data "
+                   "d..29 (or the integer channels' one-unit depth), instead of searching "
+                   "round(log2(eps n_max) - 2 - log2 d) +- 2 (deeper suits data "
                    "clustered on a coarse grid of values).")
 @click.option("--counter", default="simple", show_default=True,
               help="phdstream: leaf counters: simple, block:K or tree[:T] (T a power of 2, default 128).")
@@ -824,9 +826,12 @@ def _print_report(report, err=False):
               help="Number of synthetic rows (required: the real row count is private and never used).")
 @click.option("--integer", default=None, help="Integer columns, comma separated: their synthetic values are integers.")
 @click.option("--ram", default=HOST_RAM, show_default=True,
-              help="Memory for the summary (the planner uses what improves accuracy, today about 170K).")
+              help="Memory for the summary (the planner uses what its error model says improves accuracy, "
+                   "often a complete tree of about 2M of counters at 16M: slower, e.g. 1.6 s vs 0.2 s at 170K "
+                   "for 10**5 rows on the C core).")
 @click.option("--n-max", default=DEFAULT_N_MAX, show_default=True, type=click.IntRange(2, 2 ** 29),
-              help="Public upper bound on the rows; sets the tree depth (more rows are still all read).")
+              help="A public estimate of the rows (rate x period, or a published count), never counted "
+                   "from the data; sets the tree depth (more rows are still all read).")
 @click.option("--seed", default=None, type=click.IntRange(0, 2 ** 63 - 1),
               help="Reproducible noise and sampling. Tests only: the output is then NOT private.")
 @click.option("--evaluate", "show_utility", is_flag=True,

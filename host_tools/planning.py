@@ -167,10 +167,12 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
     domain: profile ids lo <= id < hi, (lo, hi) or "LO:HI". cap: profile's
         public cap on one id's count, 1..2**24. sample_bits: profile over
         hashed ids from [0, 2**B), B even; domain is then the kept range.
-    n_max: the expected number of readings per release (2..2**29; a factor
-        of 2 off is harmless): the PrivHP planner predicts the error at it
-        and centres its depth search on round(log2(eps n_max) - 2 - log2 d).
-        depth (privhp): fix the tree depth, 1..29, instead of searching
+    n_max: a public estimate of the readings per release (2..2**29; rate
+        x period, or a published count), never counted from the data: the
+        PrivHP planner predicts the error at it and centres its depth search
+        on round(log2(eps n_max) - 2 - log2 d).
+        depth (privhp): fix the tree depth, d..29 (at most the depth where
+        every integer channel reaches one unit), instead of searching
         (deeper suits data clustered on a coarse grid of values).
         sketch: "cms" or "cs". rows: sketch rows j, 1..16.
     clamp_share: part of epsilon for the noisy count of out-of-range

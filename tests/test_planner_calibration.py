@@ -7,10 +7,12 @@ import math
 from fractions import Fraction
 
 import pytest
+from click.testing import CliRunner
 
 import edgesynth as es
 from edgesynth.agent.hashing import MAX_WIDTH
 from edgesynth.agent.privhp import build as B
+from edgesynth.cli import main
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.privhp import plan as P
 from edgesynth.ram import heap_need
@@ -183,3 +185,16 @@ def test_picks_fit_the_ram_and_the_device(d, eps, ram, rt):
     assert 1 <= w <= MAX_WIDTH and j in P.ROWS["cms"] and 1 <= r <= 29 and k <= 1 << r
     if k < 1 << r and w < MAX_WIDTH:   # not the widest: twice as wide must not fit
         assert heap_need(P.counter_bytes(r, k, 2 * w, j), rt, "cms", d, P.privhp_arrays(r, k, j)) > ram
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--bounds", "0:1,0:1", "--depth", "1"], "--depth must be 2..29 for 2 channels"),
+    (["--bounds", "0:3,0:3", "--integer", "x0,x1", "--depth", "5"], "--depth must be 2..4 for 2 channels"),
+    (["--bounds", ",".join(["0:1"] * 17)], "privhp takes 1..16 channels"),
+    (["--bounds", "0:1,0:1", "--epsilon", "1/1000000"], "too small for the device"),
+])
+def test_cli_refusals_are_one_line(tmp_path, args, said):
+    if "--epsilon" not in args:
+        args = args + ["--epsilon", "1"]
+    res = CliRunner().invoke(main, ["plan", "--ram", "64K", "-o", str(tmp_path / "d.json")] + args)
+    assert res.exit_code == 2 and said in res.output and len(res.output.strip().splitlines()) == 1, res.output

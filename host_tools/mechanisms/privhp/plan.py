@@ -243,8 +243,9 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms",
     if depth is None:
         depths = sorted(set(_depth_window(d, eps, n_max, lo, hi)) | set(_depth_window(d, eps, DEFAULT_N_MAX, lo, hi)))
     elif not d <= depth <= cap:
-        raise InputError("--depth must be %d..%d for %d channels (at least one level per channel; deeper than %d "
-                         "splits no channel further)" % (d, cap, d, cap))
+        raise InputError("--depth must be %d..%d for %d channels (at least one level per channel; %s)"
+                         % (d, cap, d, "every integer channel reaches one unit at %d" % cap if cap < MAX_DEPTH
+                                       else "the device's deepest tree is %d" % MAX_DEPTH))
     else:
         depths = [depth]
     if not depths:   # cannot happen for 1 <= d <= MAX_CHANNELS (depth_cap >= d); a clear refusal if it does
