@@ -344,6 +344,8 @@ def assemble(frames=None, *, key=None, keyring=None, store=None, devices=None, c
         ``devices`` (list of ids) and ``config_id`` select among them. Its
         frames are streamed: memory does not grow with their number (except
         for profile, whose merge keeps every frame's sketch).
+        Several configurations only as marginals windows of several plans
+        (the first stored frame of each carries marginals; at most 64).
     workers: with ``store``, merge on a local Dask cluster of this many
         processes (1..1024); cluster: or on the running dask.distributed
         scheduler at this address ("tcp://host:port"), whose workers open

@@ -18,6 +18,12 @@ reduction) in device order, which gives the bytes of the single-process fold
 merge.repeated_sum). Dask moves the partial merges between processes with its
 own serialization (pickle, numpy buffers without copies): the workers run
 edgesynth's code, so they are as trusted as this process.
+
+A selection of several configurations is refused, except marginals windows
+of several plans (a kind whose State sets ``plans``, edgesynth.merge): when
+the first stored frame of every configuration carries such a kind, each
+configuration's frames are merged on their own (locally or as Dask parts)
+and combined into one Merges, as a fold over the same frame files would.
 """
 import logging
 import os
@@ -27,7 +33,7 @@ from edgesynth.fleet.backends import connect
 from edgesynth.fleet.pgstore import is_url
 from edgesynth.frames import parse_frame
 from edgesynth.mechanisms import build
-from edgesynth.merge import Merges
+from edgesynth.merge import MAX_PLANS, Merges
 
 PARTS_PER_WORKER = 2  # device ranges per worker thread: a slow range does not hold the others idle
 CLUSTER_TIMEOUT_S = 30
@@ -60,7 +66,8 @@ def assemble_store(store, devices=None, config_id=None, mechanism=None, force_su
     """The generator model (edgesynth.mechanisms) of the frames of ``store``
     (an open store, or a path or URL that edgesynth.fleet.backends.connect opens)
     of ``devices`` (ids) and ``config_id``; the selected frames must have one
-    configuration. ``workers`` (1..1024) or ``cluster`` ("tcp://host:port"):
+    configuration, or be marginals windows of up to MAX_PLANS plans
+    (selected_configs). ``workers`` (1..1024) or ``cluster`` ("tcp://host:port"):
     merge on Dask (module docstring); the result is the same. The frames of
     the devices in ``exclude`` (ids, e.g. those revoked in a keyring) are left
     out before anything else: they are never read, and their configurations
@@ -81,15 +88,50 @@ def assemble_store(store, devices=None, config_id=None, mechanism=None, force_su
         if left_out and not st.config_ids(devices, exclude=exclude):
             raise InputError("%s: every selected stored frame (%d) is of a device revoked in the keyring"
                              % (st.path, left_out))
-        config_id = st.single_config(devices, config_id, exclude=exclude)
+        config_ids = selected_configs(st, devices, config_id, mechanism, exclude)
         if workers is None and cluster is None:
-            merges = merge_frames(st, devices, config_id, exclude=exclude)
+            merges = Merges(unique=False)
+            for cid in config_ids:  # each plan's frames on their own: disjoint, so absorb is the fold
+                merges.absorb(merge_frames(st, devices, cid, exclude=exclude))
         else:
-            merges = _dask_merge(st, devices, config_id, workers, cluster, exclude)
+            merges = _dask_merge(st, devices, config_ids, workers, cluster, exclude)
     finally:
         if own:
             st.close()
     return build(merges, mechanism, force_sum), left_out
+
+
+def selected_configs(st, devices, config_id, mechanism, exclude):
+    """The configuration ids to merge (sorted): the selection's one
+    configuration (Store.single_config), or several when the first stored
+    frame of each carries a plans kind (marginals) they share, ``mechanism``
+    if given; at most MAX_PLANS of them (InputError beyond). Decodes at most
+    MAX_PLANS + 1 frames, one per configuration; any other selection of
+    several configurations keeps single_config's refusal."""
+    ids = st.config_ids(devices, exclude=exclude)
+    if config_id or len(ids) < 2:
+        return [st.single_config(devices, config_id, exclude=exclude)]
+    shared = None
+    for cid in ids[:MAX_PLANS + 1]:
+        frames = st.frames(devices, cid, exclude=exclude)
+        try:
+            raw = next(frames)
+        finally:
+            frames.close()
+        try:
+            mechs = parse_frame(raw)[0].mechs
+        except FrameError as e:
+            raise StoreError("%s: the first stored frame of configuration %s: %s (the store is damaged)"
+                             % (st.path, cid, e)) from e
+        kinds = {m.kind for m in mechs if getattr(m, "plans", False) and mechanism in (None, m.kind)}
+        shared = kinds if shared is None else shared & kinds
+        if not shared:
+            return [st.single_config(devices, exclude=exclude)]  # raises: several configurations
+    if len(ids) > MAX_PLANS:
+        raise InputError("%s: the selected frames have %d configurations; %s windows of at most %d plans "
+                         "assemble together: choose fewer devices or one with --config-hash"
+                         % (st.path, len(ids), ", ".join(sorted(shared)), MAX_PLANS))
+    return ids
 
 
 def _target(st):
@@ -115,7 +157,7 @@ def _combine(left, right):
     return merged
 
 
-def _dask_merge(st, devices, config_id, workers, cluster, exclude):
+def _dask_merge(st, devices, config_ids, workers, cluster, exclude):
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -137,9 +179,10 @@ def _dask_merge(st, devices, config_id, workers, cluster, exclude):
         raise InputError("cannot reach the Dask scheduler %s (%s)" % (cluster or "", e))
     try:
         threads = max(1, sum(client.nthreads().values()))
-        ranges = st.device_ranges(PARTS_PER_WORKER * threads, config_id, exclude)
         target = _target(st)
-        parts = [client.submit(_merge_part, target, devices, config_id, r, exclude, pure=False) for r in ranges]
+        # each configuration's own device ranges, one after the other: plans are merged apart anyway
+        parts = [client.submit(_merge_part, target, devices, cid, r, exclude, pure=False)
+                 for cid in config_ids for r in st.device_ranges(PARTS_PER_WORKER * threads, cid, exclude)]
         while len(parts) > 1:  # pairwise, adjacent: device order is kept
             paired = [client.submit(_combine, a, b, pure=False) for a, b in zip(parts[::2], parts[1::2])]
             parts = paired + parts[len(paired) * 2:]
