@@ -11,7 +11,6 @@ import pytest
 
 import edgesynth as es
 from edgesynth.agent.marginals import Marginals
-from edgesynth.agent.wire import MECHANISMS
 from edgesynth.errors import InputError
 from edgesynth.evaluation.table_metrics import tv
 from edgesynth.mechanisms.marginals.generator import FILE_KIND, MarginalsGenerator
@@ -139,8 +138,6 @@ def test_written_tables_read_back_to_the_sampled_cells(tmp_path, ext):
 
 
 def test_simulate_encodes_values_with_the_schema_unknown_and_missing_are_other():
-    if "marginals" not in MECHANISMS:
-        pytest.skip("marginals not yet registered in agent.wire.MECHANISMS")
     cfg = es.plan(mechanism="marginals", schema=SCHEMA, epsilon=1, marginals="site;status;site,status")
     df = records(400, 3)
     frame = es.simulate(cfg, df, seed=5)
