@@ -283,6 +283,10 @@ def _jsonable(o):
 @click.option("--clamp-share", default="1/50", show_default=True,
               help="Part of epsilon spent on the noisy count of out-of-range readings (0 to drop it).")
 @click.option("--uniform-split", is_flag=True, help="Split epsilon evenly over levels instead of Eq. (23).")
+@click.option("--cdf-share", default="0", show_default=True,
+              help="privhp: part of epsilon, in [0, 1), for a cdf over the same channels that `assemble` joins "
+                   "to the tree (raked leaf masses, in-leaf sampling by the CDF); it takes the RAM privhp's plan "
+                   "leaves. 0: privhp alone (edgesynth docs privhp).")
 @click.option("--hash-seed", default=None,
               help="Public hash seed shared by devices that will be merged (default random).")
 @click.option("--relation", default=None, type=click.Choice(sorted(RELATIONS)),
@@ -329,8 +333,8 @@ def _jsonable(o):
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
               help="Config file to write (JSON); '-' for stdout (the summary then goes to stderr).")
 def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_bits, names, integer, n_max, sketch,
-         j, clamp_share, uniform_split, hash_seed, relation, device_runtime, transport, depth, counter, max_events,
-         snap, op_name, fold, schema, marginal_sets, from_generator, as_json, output):
+         j, clamp_share, uniform_split, cdf_share, hash_seed, relation, device_runtime, transport, depth, counter,
+         max_events, snap, op_name, fold, schema, marginal_sets, from_generator, as_json, output):
     """Choose the device's public parameters for a RAM budget and write the config.
 
     Counter and hash-table bytes are exact; the runtime overhead of the agent
@@ -343,7 +347,7 @@ def plan(bounds, epsilon, ram, mechanism, bins, branching, domain, cap, sample_b
                   sketch=sketch, rows=j, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
                   relation=relation, device_runtime=device_runtime, transport=transport, depth=depth,
                   counter=counter, max_events=max_events, snap=snap, op_name=op_name, fold=fold, schema=schema,
-                  marginals=marginal_sets, from_generator=from_generator)
+                  marginals=marginal_sets, from_generator=from_generator, cdf_share=cdf_share)
     es.write_config(output, cfg)
     m, p = cfg["mechanisms"][0], cfg["plan"]
     if as_json:
@@ -366,7 +370,9 @@ def _plan_line(m, p, output):
     if m["kind"] == "privhp":
         return ("wrote %s: privhp r=%d k=%d w=%d j=%d %s; counters %d B, expected peak %d B of %d B"
                 % (output, m["r"], m["k"], m["w"], m["j"], m["sketch"], p["counter_bytes"],
-                   p["expected_peak_bytes"], p["ram_bytes"])) + _resolution_text(m, p)
+                   p["expected_peak_bytes"], p["ram_bytes"])) + _resolution_text(m, p) + (
+            "\n  with a cdf of %d bins at epsilon %s (%d B), joined to the tree by assemble"
+            % (p["cdf"]["bins"], p["cdf"]["epsilon"], p["cdf"]["expected_peak_bytes"]) if p.get("cdf") else "")
     if m["kind"] == "phdstream":
         return ("wrote %s: phdstream depth %d, %s counter, pool of %d nodes%s, batch of %d events; arrays %d B, "
                 "expected peak %d B of %d B\n  guarantee: %s"

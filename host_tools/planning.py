@@ -23,7 +23,7 @@ from edgesynth.config import check_bounds, load_config, split_bounds
 from edgesynth.config import combine as combine_configs
 from edgesynth.errors import InputError
 from edgesynth.mechanisms import load_generator
-from edgesynth.mechanisms.cdf.plan import plan_cdf
+from edgesynth.mechanisms.cdf.plan import cdf_heap_need, choose_bins, choose_tree, plan_cdf, span_cap
 from edgesynth.mechanisms.integers import positions
 from edgesynth.mechanisms.marginals.adapt import plan_from_model
 from edgesynth.mechanisms.marginals.generator import MarginalsGenerator
@@ -39,6 +39,10 @@ DEVICE_RUNTIMES = ("micropython", "c")
 TRANSPORTS = ("mqtt",)
 BUDGET_STEP = 64  # bytes: precision of the agent's share of --ram beside a transport
 SKETCHES = ("cms", "cs")
+# cdf_share: the fewest cdf bins reserved before privhp plans, and the most the cdf takes
+# (docs/mechanisms/privhp.md "Joined CDFs")
+CDF_MIN_BINS = 64
+CDF_MAX_BINS = 4096
 
 
 def _one_of(value, choices, what):
@@ -137,7 +141,7 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
          branching=None, domain=None, cap=None, sample_bits=None, n_max=DEFAULT_N_MAX, sketch="cms", rows=None,
          clamp_share="1/50", uniform_split=False, hash_seed=None, relation=None, device_runtime=None,
          transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op", fold=None,
-         schema=None, marginals=None, from_generator=None):
+         schema=None, marginals=None, from_generator=None, cdf_share=0):
     """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
 
     bounds: the public range of each channel, never read off the data (privhp
@@ -177,6 +181,17 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         sketch: "cms" or "cs". rows: sketch rows j, 1..16.
     clamp_share: part of epsilon for the noisy count of out-of-range
         readings, in [0, 1). uniform_split: split epsilon evenly over levels.
+    cdf_share (privhp): F in [0, 1) (number, "1/5" or Fraction); 0 (the
+        default) plans privhp alone. Otherwise the config also holds a cdf
+        mechanism over the same channels (names, bounds, integer flags) with
+        F * epsilon, privhp the rest (exact fractions; the device epsilon is
+        their sum), and the host's default assembly joins the two
+        (docs/mechanisms/privhp.md, "Joined CDFs"). privhp plans on ``ram``
+        minus the charge of a CDF_MIN_BINS-bin cdf; the cdf then takes the
+        largest 2**a 3**b bins (at most CDF_MAX_BINS) that fit what privhp's
+        plan leaves. The runtime overhead is charged for both parts (a
+        combined device's is not measured). Refused in one line when that
+        does not fit.
     hash_seed: public seed shared by devices that will be merged (privhp;
         the sample's seed for profile; default random, so pass one for a
         reproducible config).
@@ -245,7 +260,8 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
                 branching=branching, domain=domain, cap=cap, sample_bits=sample_bits, n_max=n_max, sketch=sketch,
                 rows=rows, clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
                 relation=relation, device_runtime=device_runtime, depth=depth, counter=counter,
-                max_events=max_events, snap=snap, op_name=op_name, fold=fold)
+                max_events=max_events, snap=snap, op_name=op_name, fold=fold,
+                cdf_share=_cdf_share(cdf_share, mechanism))
     if transport is None:
         return _plan(ram_bytes, **args)
     _one_of(transport, TRANSPORTS, "--transport")
@@ -301,8 +317,13 @@ def _with_transport(ram_bytes, transport, args):
 
 def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching, domain, cap, sample_bits, n_max,
           sketch, rows, clamp_share, uniform_split, hash_seed, relation, device_runtime, depth, counter, max_events,
-          snap, op_name, fold):
+          snap, op_name, fold, cdf_share=0):
     names = _names(names)
+    if cdf_share:
+        return _plan_joined(ram_bytes, cdf_share, bounds=bounds, eps=eps, names=names, integer=integer,
+                            n_max=n_max, sketch=sketch, rows=rows, clamp_share=clamp_share,
+                            uniform_split=uniform_split, hash_seed=hash_seed, relation=relation,
+                            device_runtime=device_runtime, depth=depth)
     if mechanism == "phdstream":
         return _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_runtime, depth, counter,
                                max_events, snap, op_name, fold)
@@ -332,6 +353,62 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
                        j=rows, clamp_share=_share(clamp_share), uniform_split=bool(uniform_split),
                        depth=_int_in(depth, 1, PRIVHP_MAX_DEPTH, "--depth"), hash_seed=hash_seed,
                        relation=relation, runtime=device_runtime)
+
+
+def _cdf_share(value, mechanism):
+    """``value`` as a Fraction in [0, 1) (0: no cdf); InputError otherwise
+    or when it is given for another mechanism than privhp."""
+    try:
+        share = Fraction(str(value))
+    except (ValueError, ZeroDivisionError):
+        share = None
+    if share is None or not 0 <= share < 1:
+        raise InputError("--cdf-share must be a fraction in [0, 1), got %r" % (value,))
+    if share and mechanism != "privhp":
+        raise InputError("--cdf-share applies to --mechanism privhp (it adds a cdf joined to the tree)")
+    return share
+
+
+def _plan_joined(ram_bytes, share, *, bounds, eps, names, integer, n_max, sketch, rows, clamp_share, uniform_split,
+                 hash_seed, relation, device_runtime, depth):
+    """privhp at (1 - share) epsilon and cdf at share * epsilon over the
+    same channels, combined (plan's cdf_share)."""
+    if bounds is None or ram_bytes is None:
+        raise InputError("--mechanism privhp needs --bounds and --ram")
+    lo, hi, names = _bounds(bounds, names, integer)
+    names = names or ["x%d" % i for i in range(len(lo))]
+    d = len(lo)
+    cdf_eps = share * eps
+    # privhp plans first, leaving the cdf its runtime charge and CDF_MIN_BINS bins; the cdf then takes all
+    # that privhp's plan leaves (its widths are powers of 2, so a few KiB usually go unused)
+    reserve = cdf_heap_need(d, CDF_MIN_BINS, choose_tree(CDF_MIN_BINS), device_runtime)[1]
+    if ram_bytes <= reserve:
+        raise InputError("--cdf-share %s: --ram %d B cannot hold the cdf part (%d B for %d bins on %s); give more "
+                         "RAM or plan without --cdf-share" % (share, ram_bytes, reserve, CDF_MIN_BINS, device_runtime))
+    try:
+        p_cfg = plan_privhp(lo, hi, eps - cdf_eps, ram_bytes - reserve, names=names, n_max=n_max,
+                            sketch=_one_of(sketch, SKETCHES, "--sketch"), j=rows, clamp_share=_share(clamp_share),
+                            uniform_split=bool(uniform_split),
+                            depth=_int_in(depth, 1, PRIVHP_MAX_DEPTH, "--depth"), hash_seed=hash_seed,
+                            relation=relation, runtime=device_runtime)
+    except InputError as e:
+        raise InputError("--cdf-share %s: the cdf part takes at least %d B of --ram %d B, and privhp does not fit "
+                         "the rest: %s" % (share, reserve, ram_bytes, e))
+    cdf_ram = ram_bytes - p_cfg["plan"]["expected_peak_bytes"]
+    bins = min(choose_bins(d, span_cap(lo, hi), cdf_ram, device_runtime)[0], CDF_MAX_BINS)
+    c_cfg = plan_cdf(lo, hi, cdf_eps, bins, names=names, relation=relation, ram=cdf_ram, runtime=device_runtime)
+    c_need = c_cfg["plan"]["expected_peak_bytes"]
+    cfg = combine([p_cfg, c_cfg])
+    p, c = p_cfg["plan"], c_cfg["plan"]
+    # the privhp block's keys stay (the plan line and --json read them); the totals cover both parts
+    cfg["plan"] = {**p, "combined": cfg["plan"]["combined"], "epsilon": cfg["plan"]["epsilon"],
+                   "cdf_share": str(share), "ram_bytes": ram_bytes,
+                   "counter_bytes": cfg["plan"]["counter_bytes"],
+                   "runtime_overhead_bytes": p["runtime_overhead_bytes"] + c["runtime_overhead_bytes"],
+                   "expected_peak_bytes": p["expected_peak_bytes"] + c_need,
+                   "cdf": {"bins": c_cfg["mechanisms"][0]["bins"], "epsilon": str(cdf_eps),
+                           "expected_peak_bytes": c_need}}
+    return cfg
 
 
 def _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_runtime, depth, counter, max_events,

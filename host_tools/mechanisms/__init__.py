@@ -56,8 +56,15 @@ def assemble(releases, mechanism=None, force_sum=False):
 
 def build(merges, mechanism=None, force_sum=False):
     """The generator of ``mechanism`` (default: the only kind present) from
-    the running merge ``merges`` (edgesynth.merge.Merges)."""
+    the running merge ``merges`` (edgesynth.merge.Merges). Default with
+    exactly privhp and cdf states over the same channels (names and bounds):
+    the joined generator (privhp.join: the privhp generator raked to the
+    CDFs and sampled by their shape inside a leaf)."""
     kinds = merges.kinds()
+    if mechanism is None and sorted(kinds) == ["cdf", "privhp"]:
+        joined = _joined(merges, force_sum)
+        if joined is not None:
+            return joined
     if mechanism is None:
         if len(kinds) != 1:
             raise MergeError("the releases carry several mechanisms (%s); choose one with --mechanism"
@@ -66,3 +73,18 @@ def build(merges, mechanism=None, force_sum=False):
     if mechanism not in kinds:
         raise MergeError("no %s state in the given releases (they carry %s)" % (mechanism, ", ".join(kinds)))
     return REGISTRY[mechanism].build(merges, merges.select(mechanism).result(), force_sum=force_sum)
+
+
+def _joined(merges, force_sum):
+    """The joined generator of privhp and cdf states over the same channels,
+    or None when their channels differ (names, bounds or integer flags)."""
+    p_state = merges.select("privhp").result()
+    c_state = merges.select("cdf").result()
+    same = list(p_state.names) == list(c_state.names) and list(p_state.integer) == list(c_state.integer) \
+        and list(p_state.lo) == list(c_state.lo) and list(p_state.hi) == list(c_state.hi)
+    if not same:
+        return None
+    cdf_gen = cdf.build(merges, c_state, force_sum=force_sum)
+    cdf_meta = {k: cdf_gen.meta[k] for k in ("mechanism_epsilon", "config_id", "branching") if k in cdf_gen.meta}
+    cdf_meta["bins"] = cdf_gen.K
+    return privhp.generator.with_cdf(privhp.build(merges, p_state, force_sum=force_sum), cdf_gen.F, cdf_meta)

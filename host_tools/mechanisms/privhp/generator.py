@@ -5,6 +5,11 @@ its half-open box: the vectorised form of the PrivHP paper's tree walk (§6),
 which subtracts the left child's count when it branches right. On an integer
 channel the point is a uniform integer of the box instead (integers.py).
 It is post-processing of a private release, so any number of samples is free.
+
+A joined generator (join.py) also carries the cdf mechanism's per-channel
+CDFs of the same channels: its leaf masses are raked to them and its real
+channels are drawn inside a leaf by the CDF's shape; post-processing of the
+two releases.
 """
 import math
 from fractions import Fraction
@@ -12,6 +17,7 @@ from fractions import Fraction
 import msgpack
 import numpy as np
 
+from edgesynth.agent.cdf.build import MAX_BINS
 from edgesynth.errors import InputError
 from edgesynth.genfile import read_file_map
 from edgesynth.mechanisms.integers import cell_integers, check_flags, draw
@@ -24,6 +30,7 @@ from edgesynth.mechanisms.privhp.growth import (
     leaf_count,
     privhp_host_need,
 )
+from edgesynth.mechanisms.privhp.join import RAKE_ROUNDS, InLeaf, Shape, check_cdf, join_need, rake
 from edgesynth.mechanisms.privhp.wire import MAX_CHANNELS
 from edgesynth.merge import merge_releases, refuse_force_sum
 from edgesynth.ram import require_host_memory
@@ -39,10 +46,13 @@ class Generator:
     ``names`` channel names; ``lo``/``hi`` the public box; ``leaves`` a
     growth.Leaves; ``meta`` JSON-ready provenance (epsilon, devices, frames,
     noise variances); ``integer`` one bool per channel (None: none), whose
-    channels get whole-number values.
+    channels get whole-number values; ``cdf`` None, or the joined CDFs, a
+    (d, K) array of each channel's CDF at the right edges of K equal bins of
+    [lo, hi) (join.py: the leaf masses are raked to them and the real
+    channels drawn by their shape inside a leaf).
     """
 
-    def __init__(self, names, lo, hi, leaves, meta, integer=None):
+    def __init__(self, names, lo, hi, leaves, meta, integer=None, cdf=None):
         self.names = list(names)
         self.lo = np.asarray(lo, dtype=np.float64)
         self.hi = np.asarray(hi, dtype=np.float64)
@@ -56,7 +66,11 @@ class Generator:
         self._int_count = np.stack([n for _, n in cells], axis=1) if cells else None
         self.box_lo, self.box_hi = leaf_boxes(q, bits, self.lo, self.hi)
         del q, bits, cells
-        mass = np.maximum(leaves.mass, 0.0)
+        self.cdf = None if cdf is None else np.asarray(cdf, np.float64)
+        shapes = {} if cdf is None else {c: Shape(self.cdf[c], self.lo[c], self.hi[c])
+                                         for c in range(self.d) if not self.integer[c]}
+        mass = rake(self.box_lo, self.box_hi, leaves.mass, shapes) if shapes else np.maximum(leaves.mass, 0.0)
+        self._in_leaf = InLeaf(self.box_lo, self.box_hi, shapes) if shapes else None
         total = mass.sum()
         if not total > 0:
             mass = (self.box_hi - self.box_lo).prod(axis=1)  # no signal: uniform on the box
@@ -96,12 +110,16 @@ class Generator:
             block += cell[:, 1]
             # keep cells half-open despite rounding in lo + u * width
             np.minimum(block, cell[:, 2], out=block)
+            if self._in_leaf is not None:
+                self._in_leaf.apply(block, idx, u, cell)
             if self._int_cols:
                 block[:, self._int_cols] = ints
         return out
 
     def to_bytes(self):
         lv = self.leaves
+        joined = {} if self.cdf is None else {"cdf_bins": int(self.cdf.shape[1]),
+                                              "cdf": self.cdf.astype("<f8").tobytes()}
         return msgpack.packb({
             "fmt": FORMAT, "kind": FILE_KIND, "names": self.names,
             "lo": self.lo.tolist(), "hi": self.hi.tolist(),
@@ -109,7 +127,7 @@ class Generator:
             "path": lv.path.astype("<u4").tobytes(),
             "mass": lv.mass.astype("<f8").tobytes(),
             "integer": self.integer,
-            "meta": self.meta,
+            "meta": self.meta, **joined,
         })
 
     @classmethod
@@ -127,12 +145,13 @@ class Generator:
                 or hi.shape != (d,) or not np.all(lo < hi) or np.any(level > 29) or np.any(path >> level != 0) \
                 or not np.all(np.isfinite(mass)):
             raise InputError("%s: generator arrays are inconsistent" % source)
+        cdf = _read_cdf(m, d, source)
         # the leaf boxes take 56 d bytes per leaf, 13 in the file: bounded before they are built
-        require_host_memory(generator_need(level.size, d), "%s: loading a generator of %d leaves over %d channel(s)"
-                            % (source, level.size, d))
+        need = generator_need(level.size, d) + (0 if cdf is None else join_need(level.size, cdf.shape[1], d))
+        require_host_memory(need, "%s: loading a generator of %d leaves over %d channel(s)" % (source, level.size, d))
         # files written before integer channels existed carry no flags: all real-valued
         return cls(m["names"], lo, hi, Leaves(level, path, mass), m.get("meta", {}),
-                   check_flags(m.get("integer"), m["names"], lo, hi, source))
+                   check_flags(m.get("integer"), m["names"], lo, hi, source), cdf)
 
     def summary(self):
         """JSON-ready description for `inspect` and `assemble --json`."""
@@ -144,7 +163,43 @@ class Generator:
             "noisy_total": float(max(self.leaves.mass.sum(), 0.0)),
             "smallest_cell_fraction": float(math.ldexp(1.0, -int(depth.max()))),
             **self.meta,
+            **({} if self.cdf is None else {"joined_cdf": {
+                "bins": int(self.cdf.shape[1]), "rake_rounds": RAKE_ROUNDS,
+                "channels": [n for n, f in zip(self.names, self.integer) if not f]}}),
         }
+
+
+def _read_cdf(m, d, source):
+    """The joined CDFs of file map ``m`` ((d, K) float64), None when the file
+    has none (a plain generator); InputError unless both keys are there, K is
+    in [2, MAX_BINS], the bytes are d K float64 and check_cdf holds."""
+    if "cdf" not in m and "cdf_bins" not in m:
+        return None
+    K, raw = m.get("cdf_bins"), m.get("cdf")
+    if not isinstance(K, int) or isinstance(K, bool) or not 2 <= K <= MAX_BINS or not isinstance(raw, bytes) \
+            or len(raw) != 8 * d * K:
+        raise InputError("%s: the joined CDFs must be cdf_bins in [2, %d] and d * cdf_bins float64 values"
+                         % (source, MAX_BINS))
+    F = np.frombuffer(raw, "<f8").reshape(d, K).copy()
+    if not check_cdf(F, d):
+        raise InputError("%s: the joined CDFs are not CDFs (finite, non-decreasing, in [0, 1], ending at 1)" % source)
+    return F
+
+
+def with_cdf(gen, F, cdf_meta):
+    """The joined generator: privhp generator ``gen`` with the cdf
+    mechanism's CDFs ``F`` ((d, K), over the same channels and bounds) and
+    that release's provenance ``cdf_meta`` (its epsilon, frames) in meta
+    "joined_with"."""
+    F = np.asarray(F, np.float64)
+    if not check_cdf(F, gen.d):
+        raise InputError("the cdf release's CDFs do not match the privhp channels")
+    require_host_memory(join_need(gen.leaves.level.size, F.shape[1], gen.d),
+                        "joining %d leaves to CDFs of %d bins over %d channel(s)"
+                        % (gen.leaves.level.size, F.shape[1], gen.d))
+    meta = dict(gen.meta)
+    meta["joined_with"] = cdf_meta
+    return Generator(gen.names, gen.lo, gen.hi, gen.leaves, meta, gen.integer, F)
 
 
 def assemble_privhp(releases, force_sum=False):
