@@ -54,6 +54,7 @@ _LAZY = {
     "inspect": ("edgesynth.synthesis", "inspect"),
     "write": ("edgesynth.data.writers", "write"),
     "evaluate": ("edgesynth.evaluation.scoring", "evaluate"),
+    "sliced_w1": ("edgesynth.evaluation.metrics", "sliced_w1"),
     "load_schema": ("edgesynth.mechanisms.marginals.table", "load_schema"),
     "synthesize": ("edgesynth.pipeline", "synthesize"),
     "report": ("edgesynth.evaluation.report", "report"),
@@ -81,6 +82,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
     from edgesynth.data.files import read
     from edgesynth.data.writers import write
     from edgesynth.demo import run_demo
+    from edgesynth.evaluation.metrics import sliced_w1
     from edgesynth.evaluation.report import report
     from edgesynth.evaluation.scoring import evaluate
     from edgesynth.fleet.backends import connect as connect_store
@@ -115,7 +117,7 @@ if TYPE_CHECKING:  # the same names, visible to type checkers and to tests/test_
 __all__ = [
     "plan", "combine", "load_config", "write_config",
     "read", "simulate", "simulate_windows", "simulate_publish", "window_schedule", "outside_fraction", "parse_time",
-    "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "synthesize", "report",
+    "read_frames", "assemble", "load", "Generator", "inspect", "write", "evaluate", "sliced_w1", "synthesize", "report",
     "load_schema",
     "Keyring", "load_keyring", "new_key", "write_credentials", "new_fleet_key", "export_keys", "revoke_keys",
     "unrevoke_keys", "Store", "connect_store", "ingest", "migrate",

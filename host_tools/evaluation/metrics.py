@@ -17,6 +17,8 @@ Summary of the metrics
                         with no sampling error.
 ``w1_joint``            joint W1 (l-infinity) estimated by exact optimal
                         transport on subsamples, with its subsampling floor.
+``sliced_w1``           W1 averaged over random 1-D projections, exact per
+                        projection, on the public box.
 ``range_query_error``   mean absolute error of the fraction of points in random
                         axis-aligned boxes.
 ``utility_report``      all of the above for one real/synthetic pair and for a
@@ -35,6 +37,7 @@ __all__ = [
     "w1_1d",
     "w1_marginal_exact",
     "w1_joint",
+    "sliced_w1",
     "range_query_error",
     "uniform_baseline",
     "utility_report",
@@ -331,6 +334,91 @@ def w1_joint(real, synth, rng, m=2000, reps=3):
         "w1": _w1_subsampled(real, synth, rng, m, reps),
         "floor": _w1_floor(real, rng, m, reps),
     }
+
+
+# --------------------------------------------------------------------------
+# sliced W1
+# --------------------------------------------------------------------------
+
+_SLICE_CELLS = 1 << 21  # projected values held at once (x 8 bytes, a few arrays)
+
+
+def _quantile_grid(n, m):
+    """Pieces of [0, 1] on which both empirical quantile functions are constant.
+
+    Returns the piece lengths and, per piece, the order-statistic index of a
+    sample of size n and of one of size m. Exact: i/n and j/m that are equal
+    as fractions round to the same float, so no spurious piece appears.
+    """
+    u = np.union1d(np.arange(n + 1) / n, np.arange(m + 1) / m)
+    mid = 0.5 * (u[:-1] + u[1:])
+    ia = np.minimum((mid * n).astype(np.int64), n - 1)
+    ib = np.minimum((mid * m).astype(np.int64), m - 1)
+    return np.diff(u), ia, ib
+
+
+def sliced_w1(real, synth, lo, hi, rng, directions=256):
+    """Sliced 1-Wasserstein distance on the public box, normalised to [0, 1]^d.
+
+    Both point sets are mapped to ``[0, 1]^d`` by the public bounds
+    (``normalize``: readings outside the box are clipped onto it, as the device
+    clamps them), projected on ``directions`` unit vectors drawn uniformly on
+    the sphere S^(d-1) from ``rng``, and the exact 1-D W1 of each projection
+    (the distance of ``w1_1d``: ``integral |F_a^-1(u) - F_b^-1(u)| du``, any
+    two sample sizes) is averaged over the directions. It is 0 for identical
+    sets, symmetric in the two sets, at most the joint W1 in the Euclidean
+    metric (projections are 1-Lipschitz), and for d = 1 it equals ``w1_1d`` on the normalised
+    values (the only directions are +1 and -1).
+
+    Parameters
+    ----------
+    real, synth : array_like, shape (n, d) or (n,)
+        Points in the channels' own units; each non-empty, finite, the same d.
+    lo, hi : float or array_like of length d
+        Public domain bounds per channel, ``hi > lo`` (never read off the data).
+    rng : numpy.random.Generator or int or None
+        Source of the directions: fix it to compare methods on the same slices.
+    directions : int, optional
+        Number of random directions, >= 1 (default 256).
+
+    Returns
+    -------
+    float
+        Mean W1 of the projections, in normalised units, in ``[0, sqrt(d)]``.
+
+    Notes
+    -----
+    The Monte Carlo error over directions is sd_theta(W1_theta) / sqrt(directions);
+    the spread of W1_theta is that of |theta_1| for a shift along one axis
+    (relative sd about 0.75 at d = 2 and 0.6 at d = 4), so 256 directions
+    leave a relative error of about 4-5 % for such a difference and less when
+    the difference is spread over directions. Comparing methods with the same
+    ``rng`` seed uses the same directions for all and removes most of it.
+    Time O(directions (n + m) log(n + m)), about 6 s for n = m = 3e5 and 256
+    directions; memory O(n + m) floats (directions are projected in chunks of
+    about 2**21 / (n + m)).
+    """
+    rng = np.random.default_rng(rng)
+    real = _points(real, "real")
+    synth = _points(synth, "synth", d=real.shape[1])
+    directions = int(directions)
+    if directions < 1:
+        raise EvaluationInputError("directions must be >= 1")
+    n, d = real.shape
+    m = synth.shape[0]
+    a = normalize(real, lo, hi)
+    b = normalize(synth, lo, hi)
+    theta = rng.standard_normal((directions, d))
+    theta /= np.linalg.norm(theta, axis=1, keepdims=True)
+    dt, ia, ib = _quantile_grid(n, m)
+    chunk = max(1, _SLICE_CELLS // (n + m))
+    total = 0.0
+    for s in range(0, directions, chunk):
+        t = theta[s:s + chunk]
+        pa = np.sort(t @ a.T, axis=1)  # (chunk, n) order statistics per direction
+        pb = np.sort(t @ b.T, axis=1)
+        total += float((np.abs(pa[:, ia] - pb[:, ib]) @ dt).sum())
+    return total / directions
 
 
 # --------------------------------------------------------------------------
