@@ -81,16 +81,31 @@ def rake(box_lo, box_hi, mass, shapes, rounds=RAKE_ROUNDS):
         return m
     prepared = [_prepare(box_lo[:, c], box_hi[:, c], s) for c, s in shapes.items()]
     for _ in range(rounds):
-        for il, ih, base, Z, cell_bin, target in prepared:
-            a = m / Z
-            # leaf weights a spread over cells il..ih-1 (difference array), times the cell's base mass
-            cell_mass = np.cumsum(np.bincount(il, a, base.size + 1) - np.bincount(ih, a, base.size + 1))[:-1] * base
-            model = np.bincount(cell_bin, cell_mass, target.size)
+        for prep in prepared:
+            il, ih, base, Z, cell_bin, target = prep
+            model = _model(prep, m)
             ratio = np.where(model > 0, target * total / np.where(model > 0, model, 1.0), 1.0)
             S = np.concatenate([[0.0], np.cumsum(ratio[cell_bin] * base)])
-            m = a * (S[ih] - S[il])
+            m = m / Z * (S[ih] - S[il])
     s = m.sum()
     return m * (total / s) if s > 0 else np.maximum(np.asarray(mass, np.float64), 0.0)
+
+
+def marginal(box_lo, box_hi, mass, shape, c):
+    """The joined model's mass (K,) in each bin of ``shape`` (channel ``c``)
+    for leaf masses ``mass`` (>= 0): each leaf spread over its interval by
+    the shape (uniformly when flat), as rake and the sampler do."""
+    return _model(_prepare(box_lo[:, c], box_hi[:, c], shape), np.asarray(mass, np.float64))
+
+
+def _model(prep, m):
+    """Bin masses of leaf masses ``m`` on a channel prepared by _prepare:
+    the leaf's m / Z spread over its grid cells (a difference array), times
+    each cell's base mass, summed per CDF bin."""
+    il, ih, base, Z, cell_bin, target = prep
+    a = m / Z
+    cell_mass = np.cumsum(np.bincount(il, a, base.size + 1) - np.bincount(ih, a, base.size + 1))[:-1] * base
+    return np.bincount(cell_bin, cell_mass, target.size)
 
 
 def _prepare(a, b, shape):
