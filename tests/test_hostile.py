@@ -343,8 +343,9 @@ def test_host_needs_bound_the_measured_peaks():
         rels = list(iter_frames(_device_frame(_cdf_cfg(K, br))))
         _, peak = _peak(lambda: assemble_cdf(rels).to_bytes())
         assert peak <= gls_need(K, br, 1), (K, br, peak)
-    for d, r, k, j in ((2, 16, 1 << 12, 2), (16, 18, 1 << 13, 1)):
-        rels = list(iter_frames(_privhp_frame(d=d, tree_value=1, r=r, k=k, w=64, j=j)))
+    # the last case: recover's least squares over 4 rows of the widest sketch
+    for d, r, k, j, w in ((2, 16, 1 << 12, 2, 64), (16, 18, 1 << 13, 1, 64), (2, 18, 1 << 14, 4, 4096)):
+        rels = list(iter_frames(_privhp_frame(d=d, tree_value=1, r=r, k=k, w=w, j=j)))
         gen, peak = _peak(lambda: assemble_privhp(rels))
         s = rels[0].mechs[0]
         assert gen.leaves.level.size > k and peak <= privhp_host_need(s.L, s.r, s.k, s.j, d), (d, r, k, peak)
