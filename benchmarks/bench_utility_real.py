@@ -51,6 +51,7 @@ of the normalised columns.
     python3 benchmarks/bench_utility_real.py              # 3 tasks x 3 seeds, appends to RESULTS.md
     python3 benchmarks/bench_utility_real.py --quick      # weather2, 1 seed, 16 bins: a smoke run
     python3 benchmarks/bench_utility_real.py --no-append  # print only
+    python3 benchmarks/bench_utility_real.py --decompose  # where the target cases' error comes from
 
 The rows are read by the benchmark's evaluation only; the devices' configs
 use public figures only (the truthful-n_max row is the one experiment that
@@ -422,6 +423,46 @@ def targets(tasks):
     return "\n".join(x for x in out if "nan" not in x)
 
 
+# (task, device label, ram, runtime): the cases the issue's targets name, and a RAM point that measured worse
+DECOMPOSE = [("weather4", "64K C", "64K", "c"), ("flights2", "32K uPy", "32K", "micropython"),
+             ("flights2", "256K C", "256K", "c"), ("weather2", "256K C", "256K", "c")]
+
+
+def decompose(cases, seeds):
+    """Where a planned device's error comes from, on the data of the task:
+    the exact depth-r histogram (resolution), + exact top-k pruning, + the
+    sketches' collisions without noise, + the discrete Laplace noise (the
+    whole mechanism), each in the normalised box with the planned (r, k, w,
+    j, sketch) (benchmarks/common.py: histogram_generator, topk_generator,
+    privhp_generator with noise "none" / "numpy"). Markdown table."""
+    rows = []
+    for task, label, ram, rt in cases:
+        x, lo, hi, cols = load_task(task)
+        xn = normalize(x, lo, hi)
+        n, d = x.shape
+        cfg = plan_device(cols, lo, hi, ram, rt, 0)
+        m = cfg["mechanisms"][0]
+        ncfg = common.make_config(d, m["r"], m["k"], m["w"], m["j"], m["sketch"], eps=Fraction(EPS))
+        zero, one = np.zeros(d), np.ones(d)
+        steps = {"resolution (exact depth-r histogram)": lambda seed: common.histogram_generator(xn, m["r"]),
+                 "+ top-k pruning (exact counts)": lambda seed: common.topk_generator(xn, m["r"], m["k"]),
+                 "+ sketch collisions (no noise)": lambda seed: common.privhp_generator(
+                     ncfg, xn, "decompose-%d" % seed, "none")[0],
+                 "+ noise (the mechanism)": lambda seed: common.privhp_generator(
+                     ncfg, xn, "decompose-%d" % seed, "numpy")[0]}
+        for step, make in steps.items():
+            vals = []
+            for seed in range(seeds):
+                gen = make(seed)
+                s = gen.sample(n, np.random.default_rng([seed, 7]))
+                vals.append(score(xn, s, zero, one))
+            print("  decompose %s %s %s: sliced %.3f per-col %.3f" % (task, label, step, mean(vals, 0),
+                                                                        mean(vals, 1)), flush=True)
+            rows.append([task, "%s (%s)" % (label, describe(cfg)), step, cell(vals, 0), cell(vals, 1)])
+    return common.md_table(["task", "device (planned config)", "step", "sliced W1 x1e3", "mean per-column W1 x1e3"],
+                           rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--child", nargs=5, metavar=("TASK", "SYSTEM", "BINS", "SEED", "OUT"), help=argparse.SUPPRESS)
@@ -434,6 +475,8 @@ def main():
     ap.add_argument("--no-baselines", action="store_const", const="skipped (--no-baselines)", default=None)
     ap.add_argument("--quick", action="store_true", help="weather2, 1 seed, 16 bins")
     ap.add_argument("--no-append", action="store_true", help="print, do not append to RESULTS.md")
+    ap.add_argument("--decompose", action="store_true",
+                    help="only the error decomposition of the target cases (resolution, pruning, collisions, noise)")
     a = ap.parse_args()
     if a.child:
         task, system, bins, seed, out = a.child
@@ -441,6 +484,18 @@ def main():
         return
     if a.quick:
         a.tasks, a.seeds, a.bins = "weather2", 1, "16"
+    if a.decompose:
+        info = common.machine_info()
+        t0 = time.perf_counter()
+        cases = [c for c in DECOMPOSE if c[0] in a.tasks.split(",")]
+        text = ("Error decomposition of the planned devices on the real rows (epsilon = %g, %d seed(s), "
+                "sliced W1 x1e3, %d directions, normalised box; each step adds one source of error to the "
+                "one above):\n\n" % (EPS, a.seeds, DIRECTIONS)) + decompose(cases, a.seeds)
+        print(text)
+        if not a.no_append:
+            common.results_append(text, title="bench_utility_real --decompose", elapsed=time.perf_counter() - t0,
+                                  info=info)
+        return
     a.bins = [int(b) for b in a.bins.split(",")]
     info = common.machine_info()
     t0 = time.perf_counter()
