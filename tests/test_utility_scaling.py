@@ -5,7 +5,10 @@ W1 is computed exactly between the data and the generator's marginals (no
 sampling error), averaged over independent noise/hash draws. Corollary 1
 predicts the memory term k^(-1/d) (1/w + f): multiplying k by 8 should divide
 the memory term by 8 (d = 1) or 2.8 (d = 2), and a wider sketch shrinks the 1/w
-part until the pruning term f dominates. The noise/hash draws give W1 a heavy
+part until the pruning term f dominates: with the host's least-squares
+recovery (growth.recover) that happens once the cells outnumber the 2k
+candidates (at k = 8 on one channel, w = 32 and w = 512 measured 4.4e-3
+and 3.9e-3), so the w scan stops at 32. The noise/hash draws give W1 a heavy
 right tail (a rare wrong pruning decision), so each step is required to lower
 the mean by a factor of at least 1.3, well inside what the theory predicts.
 """
@@ -46,5 +49,5 @@ def test_w1_falls_as_k_grows(d):
 
 
 def test_w1_falls_as_w_grows():
-    assert_decreasing([mean_w1(1, 8, w) for w in (4, 32, 512)])
+    assert_decreasing([mean_w1(1, 8, w) for w in (4, 16, 32)])
     assert_decreasing([mean_w1(2, 64, w) for w in (4, 64)])
