@@ -20,7 +20,7 @@ Metrics, normalised box [0, 1)^d, x 1e3:
 A second table measures the raking's convergence: the largest per-channel
 bin gap |model - CDF| of the marginals after R rounds and the per-column W1.
 
-    python3 benchmarks/bench_privhp_join.py [--quick] [--reps N] [--no-append]
+    python3 benchmarks/bench_privhp_join.py [--quick] [--reps N] [--d 2 4] [--n 20000 300000] [--no-append]
 """
 import argparse
 import os
@@ -129,10 +129,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="d = 2, n = 2e4, 32 KiB, 1 rep")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--d", type=int, nargs="+", default=[2, 4], help="channel counts (default 2 4)")
+    ap.add_argument("--n", type=int, nargs="+", default=[20000, 300000], help="readings (default 20000 300000)")
     ap.add_argument("--no-append", action="store_true")
     args = ap.parse_args()
     cases = [(2, 20000, 32768)] if args.quick else \
-        [(d, n, ram) for d in (2, 4) for n in (20000, 300000) for ram in (32768, 65536)]
+        [(d, n, ram) for d in args.d for n in args.n for ram in (32768, 65536)]
     reps = 1 if args.quick else args.reps
     t0 = time.time()
     table, conv = [], []

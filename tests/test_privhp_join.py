@@ -74,6 +74,28 @@ def test_rake_moves_unaligned_leaves_toward_the_cdf():
     assert gaps[1] < gaps[0] / 10
 
 
+def test_rake_places_cdf_mass_where_the_tree_has_none_and_never_widens_the_gap():
+    # the tree puts nothing on channel 0's right half, the CDF 30%: the uniform floor lets raking place it
+    g = plain(grid_leaves(6, np.ones(64)))
+    mass = np.where(g.box_lo[:, 0] >= 0.5, 0.0, 1.0)
+    F = np.stack([np.concatenate([np.linspace(0, 0.7, 9)[1:], np.linspace(0.7, 1, 9)[1:]]), skewed_cdf(16, 2)])
+    shapes = {c: Shape(F[c], 0.0, 1.0) for c in range(2)}
+
+    def gap(m):
+        return sum(np.abs(marginal(g.box_lo, g.box_hi, m, s, c) / m.sum() - np.diff(s.P)).sum()
+                   for c, s in shapes.items())
+    m = rake(g.box_lo, g.box_hi, mass, shapes)
+    assert m[g.box_lo[:, 0] >= 0.5].sum() / m.sum() == pytest.approx(0.3, abs=0.01)
+    assert gap(m) < 0.05 < gap(mass)
+    # CDFs no leaf mass can fit (channel 1 all in its first bin, every leaf spanning 4 of them): the
+    # returned pass is never worse than the input
+    F_bad = np.stack([F[0], np.ones(16)])
+    shapes = {c: Shape(F_bad[c], 0.0, 1.0) for c in range(2)}
+    rng = np.random.default_rng(9)
+    mass = rng.uniform(0, 1, 64)
+    assert gap(rake(g.box_lo, g.box_hi, mass, shapes)) <= gap(mass) + 1e-12
+
+
 def test_in_leaf_samples_stay_in_their_leaf_and_follow_the_cdf():
     rng = np.random.default_rng(4)
     g = plain(grid_leaves(6, np.ones(64)))
