@@ -33,9 +33,10 @@ def check_cdf(F, d):
 
 def join_need(leaves, K, d):
     """Bytes of host memory raking and the in-leaf tables take: per joined
-    channel a union grid of at most 2 leaves + K + 1 edges (about 10 float64
-    or int64 arrays of it) and 3 per-leaf arrays kept for sampling."""
-    return 8 * (10 * (2 * leaves + K + 1) + 3 * leaves * d + 2 * d * (K + 1))
+    channel (all are prepared at once) a union grid of at most 2 leaves +
+    K + 1 edges, doubled for flat leaves (about 10 float64 or int64 arrays
+    of it), 3 per-leaf arrays and the CDF."""
+    return 8 * d * (20 * (2 * leaves + K + 1) + 3 * leaves + 2 * (K + 1))
 
 
 class Shape:
