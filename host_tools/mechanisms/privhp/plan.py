@@ -36,10 +36,12 @@ from edgesynth.noise import dlap_variance
 from edgesynth.ram import heap_need, host_memory, ram_notes
 
 PRIOR_SKEW = 0.8       # public data-shape assumption: multifractal skew B (never read off the data)
-FIT = (0.068, 0.1465, 0.4492, 0.44)   # (noise, collide, prune, res) weights, fitted: see predicted_w1
+# (noise, collide, prune, res) weights per sketch kind, fitted: see predicted_w1; only collide differs
+FIT = {"cms": (0.1186, 0.0339, 0.3763, 0.4342), "cs": (0.1186, 0.0411, 0.3763, 0.4342)}
+ROW_GAIN = {"cms": 1.0, "cs": 1.5}   # collisions fall as j**ROW_GAIN (host recovery fits all j rows jointly)
 DEPTH_WINDOW = 2       # depths searched either side of choose_depth's rule
 DEFAULT_N_MAX = 10 ** 6   # es.plan's and the CLI's default n_max
-ROWS = {"cms": (1, 2, 3, 4), "cs": (1, 3, 5)}   # sketch rows searched (a count sketch takes a median: odd j)
+ROWS = {"cms": (1, 2, 3, 4), "cs": (1, 3)}   # sketch rows searched (the j the model was fitted on)
 
 
 def counter_bytes(r, k, w, j, sketch="cms"):
@@ -50,7 +52,7 @@ def counter_bytes(r, k, w, j, sketch="cms"):
     return 4 * counters + 2 * per_row * (r - L) * j
 
 
-def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, factor=1, clamp_share=0, uniform=False):
+def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, factor=1, clamp_share=0, uniform=False, sketch="cms"):
     """The four unweighted terms of predicted_w1: (noise, collide, prune, res),
     each the mass (a fraction of n) a step of the mechanism moves times the
     l-infinity distance gamma it moves in [0,1)^d, under the prior.
@@ -66,9 +68,11 @@ def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, factor=1, clamp_share=0,
     cells, not cells, are summed, so a term costs O(r**2).
     noise_l    sum over split parents of min(sd_l / n, parent mass) * gamma_{l-1}: consistency
                clips every child into [0, parent], so noise moves at most the parent's mass;
-               every parent on tree levels, the k hot ones on sketch levels (sd of scale j/sigma_l)
-    collide_l  sum over hot parents of min(1 / (w rho_j), parent mass) * gamma_{l-1}
-               (rho_j = 1, 3, then 2j: the smallest of j rows' collision loads)
+               every parent on tree levels, the k hot ones on sketch levels, where sd_l is the
+               sd of scale j/sigma_l over sqrt(j) (the host's least-squares recovery averages
+               the j rows' noisy counters)
+    collide_l  sum over hot parents of min(1 / w, parent mass) / j**ROW_GAIN[sketch] * gamma_{l-1}
+               (a row's collision load per candidate, cut by the joint fit of the j rows)
     prune      sum over sketch levels of the mass among the 2k candidates that is not kept * gamma_l
     res        gamma_r, the finest cell's width
     """
@@ -88,13 +92,13 @@ def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, factor=1, clamp_share=0,
         sd = math.sqrt(dlap_variance(factor, sigma[l])) / n
         noise += gamma(l - 1) * sum(math.comb(l - 1, z) * min(sd, mass(l - 1, z)) for z in range(l))
     hot = {z: math.comb(L, z) for z in range(L + 1)}   # heavy bits -> hot cells at the last level
-    rho = {1: 1.0, 2: 3.0}.get(j, 2.0 * j)
+    gain = j ** ROW_GAIN[sketch]
     for l in range(L + 1, r + 1):
-        sd = math.sqrt(dlap_variance(factor * j, sigma[l])) / n
+        sd = math.sqrt(dlap_variance(factor * j, sigma[l]) / j) / n
         for z, c in hot.items():
             pm = mass(l - 1, z)
             noise += gamma(l - 1) * c * min(sd, pm)
-            collide += gamma(l - 1) * c * min(1.0 / (w * rho), pm)
+            collide += gamma(l - 1) * c * min(1.0 / w, pm) / gain
         if l == r:
             break
         cand = {}
@@ -111,17 +115,17 @@ def error_terms(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, factor=1, clamp_share=0,
     return noise, collide, prune, gamma(r)
 
 
-def weighted_terms(terms):
-    """error_terms' four terms times their FIT weights."""
-    return tuple(a * t for a, t in zip(FIT, terms))
+def weighted_terms(terms, sketch="cms"):
+    """error_terms' four terms times their FIT[sketch] weights."""
+    return tuple(a * t for a, t in zip(FIT[sketch], terms))
 
 
-def fit_score(terms):
-    """FIT . terms: the uncapped predicted W1 of error_terms' four terms."""
-    return sum(weighted_terms(terms))
+def fit_score(terms, sketch="cms"):
+    """FIT[sketch] . terms: the uncapped predicted W1 of error_terms' four terms."""
+    return sum(weighted_terms(terms, sketch))
 
 
-def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, **noise):
+def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, sketch="cms", **noise):
     """Predicted E W1 (l-infinity, [0,1)^d, range 0..1) of a PrivHP state of
     depth r, k hot nodes, sketch width w and j rows at budget eps and n
     readings, when the data follow the public prior (error_terms).
@@ -135,7 +139,7 @@ def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, **noise):
     The count sketch uses the same constants (not fitted separately).
     ``noise``: error_terms' factor, clamp_share and uniform (the device's noise).
     """
-    return min(1.0, fit_score(error_terms(d, r, k, w, j, eps, n, skew, **noise)))
+    return min(1.0, fit_score(error_terms(d, r, k, w, j, eps, n, skew, sketch=sketch, **noise), sketch))
 
 
 def depth_cap(d, lo, hi):
@@ -266,7 +270,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms",
                 if not device_takes_noise(*privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split),
                                           min(kb, r), jj, factor):
                     continue
-                score = fit_score(error_terms(d, r, k, w, jj, eps, n_max, skew, **noise))
+                score = fit_score(error_terms(d, r, k, w, jj, eps, n_max, skew, sketch=sketch, **noise), sketch)
                 if best is None or score < best[0]:
                     best = (score, r, k, w, jj)
     if best is None and fits_ram:
