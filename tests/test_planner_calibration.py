@@ -12,9 +12,11 @@ from click.testing import CliRunner
 import edgesynth as es
 from edgesynth.agent.hashing import MAX_WIDTH
 from edgesynth.agent.privhp import build as B
+from edgesynth.budget import level_weights
 from edgesynth.cli import main
 from edgesynth.errors import InputError
 from edgesynth.mechanisms.privhp import plan as P
+from edgesynth.noise import dlap_variance
 from edgesynth.ram import heap_need
 
 GRID = [(d, eps, ram, rt) for d in (1, 2, 4) for eps in (Fraction(1, 10), Fraction(1), Fraction(4))
@@ -198,3 +200,38 @@ def test_cli_refusals_are_one_line(tmp_path, args, said):
         args = args + ["--epsilon", "1"]
     res = CliRunner().invoke(main, ["plan", "--ram", "64K", "-o", str(tmp_path / "d.json")] + args)
     assert res.exit_code == 2 and said in res.output and len(res.output.strip().splitlines()) == 1, res.output
+
+
+@pytest.mark.parametrize("sketch", ["cms", "cs"])
+def test_rows_cut_collisions_by_the_fitted_row_gain(sketch):
+    """The host fits all j rows jointly: collisions fall as j**ROW_GAIN[sketch]
+    (same w), and the count sketch's collision weight is its own."""
+    one = P.error_terms(2, 16, 256, 512, 1, Fraction(1), 10 ** 6, sketch=sketch)[1]
+    for j in (2, 3, 4):
+        col = P.error_terms(2, 16, 256, 512, j, Fraction(1), 10 ** 6, sketch=sketch)[1]
+        assert col == pytest.approx(one * j ** -P.ROW_GAIN[sketch], rel=1e-12)
+    terms = P.error_terms(2, 16, 256, 512, 3, Fraction(1), 10 ** 6, sketch=sketch)
+    assert P.fit_score(terms, sketch) == pytest.approx(sum(a * t for a, t in zip(P.FIT[sketch], terms)))
+    assert P.FIT["cms"][1] != P.FIT["cs"][1] and P.FIT["cms"][::2] == P.FIT["cs"][::2]
+
+
+def test_sketch_noise_is_averaged_over_the_rows():
+    """On sketch levels the least-squares recovery averages the j rows' counters:
+    with one sketch level and the noise far below every hot parent's mass (large
+    n), that level's noise is k hot parents' sd(j / sigma_r) / sqrt(j) / n."""
+    d, r, k, eps, n = 1, 9, 256, Fraction(1), 10 ** 12
+    for j in (1, 2, 4):
+        a = level_weights(d, k, r, j, False)
+        sigma = [float(eps) * x / sum(a) for x in a]
+        sd = math.sqrt(dlap_variance(j, sigma[r]) / j) / n
+        full = P.error_terms(d, r, k, 4, j, eps, n)[0]
+        tree = sum(gamma(d, l - 1) * 2 ** (l - 1) * math.sqrt(dlap_variance(1, sigma[l])) / n for l in range(1, r))
+        assert full - tree == pytest.approx(k * gamma(d, r - 1) * sd, rel=1e-9)
+
+
+def test_count_sketch_plans_use_its_rows():
+    for d in (1, 2):
+        m, plan = pick(d, Fraction(1), 64 << 10, sketch="cs", n_max=10 ** 6)
+        assert m["sketch"] == "cs" and m["j"] in P.ROWS["cs"]
+        assert plan["predicted_w1"] == pytest.approx(P.predicted_w1(d, *shape(m), Fraction(1), 10 ** 6, sketch="cs",
+                                                                    **CLAMP), rel=1e-12)
