@@ -99,11 +99,13 @@ def test_bad_arguments_are_reported_as_they_are():
                                 dict(bounds=[(0, 1)], mechanism="cdf"),
                                 dict(bounds=None, mechanism="profile", domain="0:1000", cap=4, sample_bits=12)])
 def test_frame_bound_is_the_length_of_a_noisy_frame(kw):
-    """frame_bound skips the noise: the counters are packed at a fixed width."""
+    """frame_bound skips the noise: the counters are packed at a fixed width;
+    only privhp's clamp count is a msgpack int, 1 byte unnoised, up to 5 noised."""
     cfg = es.plan(epsilon=1, ram=RAM, hash_seed="ab", **kw)
     a = Agent(for_device(cfg), seed=bytes(32), device_id="d" * 64, epoch=2 ** 32 - 1, seq=2 ** 32 - 1,
               key=bytes(32))
-    assert frame_bound(cfg) == len(a.release()) + FRAME_SLACK
+    extra = len(a.release()) - (frame_bound(cfg) - FRAME_SLACK)
+    assert extra == 0 if cfg["mechanisms"][0]["kind"] != "privhp" else 0 <= extra <= 4
 
 
 DRIVER = """

@@ -176,8 +176,8 @@ def test_the_device_noise_is_scored():
 @pytest.mark.parametrize("d,eps,ram,rt", GRID)
 def test_picks_fit_the_ram_and_the_device(d, eps, ram, rt):
     """The pick's charge (counters and the runtime's measured overhead) fits
-    the budget; the device's own parse and noise check accept it; w, j and r
-    are what the search allows."""
+    the budget; the device's own parse and noise check accept it; w, j, r and
+    the candidates per sketch cell are what the search allows."""
     cfg = P.plan_privhp([0.0] * d, [1.0] * d, eps, ram, runtime=rt, hash_seed="cal")
     m, plan = cfg["mechanisms"][0], cfg["plan"]
     agent_build(m)
@@ -185,6 +185,7 @@ def test_picks_fit_the_ram_and_the_device(d, eps, ram, rt):
     need = heap_need(P.counter_bytes(r, k, w, j), rt, "cms", d, P.privhp_arrays(r, k, j))
     assert need == plan["expected_peak_bytes"] <= ram
     assert 1 <= w <= MAX_WIDTH and j in P.ROWS["cms"] and 1 <= r <= 29 and k <= 1 << r
+    assert k == 1 << r or 2 * k <= P.MAX_LOAD * w   # no sketch more crowded than the fitted runs
     if k < 1 << r and w < MAX_WIDTH:   # not the widest: twice as wide must not fit
         assert heap_need(P.counter_bytes(r, k, 2 * w, j), rt, "cms", d, P.privhp_arrays(r, k, j)) > ram
 

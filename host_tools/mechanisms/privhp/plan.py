@@ -42,6 +42,7 @@ ROW_GAIN = {"cms": 1.0, "cs": 1.5}   # collisions fall as j**ROW_GAIN (host reco
 DEPTH_WINDOW = 2       # depths searched either side of choose_depth's rule
 DEFAULT_N_MAX = 10 ** 6   # es.plan's and the CLI's default n_max
 ROWS = {"cms": (1, 2, 3, 4), "cs": (1, 3)}   # sketch rows searched (the j the model was fitted on)
+MAX_LOAD = 32          # most candidates per sketch cell (2k / w) searched: the model was fitted up to it
 
 
 def counter_bytes(r, k, w, j, sketch="cms"):
@@ -267,6 +268,8 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms",
             for jj in (js if kb < r else [1]):
                 w = widest(d, r, k, jj, ram, sketch, runtime)
                 if w is None or privhp_host_need(kb, r, k, jj, d) > limit:
+                    continue
+                if k < 1 << r and 2 * k > MAX_LOAD * w:   # more crowded than any fitted run
                     continue
                 fits_ram = True
                 if not device_takes_noise(*privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split),
