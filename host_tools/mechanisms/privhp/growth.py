@@ -10,8 +10,6 @@ the uniform generator).
 import math
 
 import numpy as np
-from scipy import sparse
-from scipy.sparse.linalg import lsmr
 
 from edgesynth.agent.hashing import LIMB_BITS, LIMB_MASK
 from edgesynth.agent.hashing import P as HASH_P
@@ -64,6 +62,11 @@ def recover(state, s, level, kids, parent, root):
     parent / 2, weighted as if its sd were parent / 2 + the cell noise sd,
     makes the solution unique where candidates outnumber cells.
     """
+    # scipy.sparse takes ~0.15 s to import: loaded by assembly, not by every
+    # command that reads frames (tests/test_imports.py)
+    from scipy import sparse
+    from scipy.sparse.linalg import lsmr
+
     h = parent.size
     t = np.zeros(h)
     live = np.flatnonzero(parent > 0)
