@@ -232,6 +232,18 @@ def test_different_channels_keep_the_choose_one_error():
         es.assemble(frames)
 
 
+def test_a_cdf_device_beside_a_privhp_device_is_not_joined():
+    """Same channels, but the two states come from different devices (two
+    populations): the default keeps the choose-one error."""
+    p = es.plan("0:1,0:1", epsilon=1, ram="32K", device_runtime="c", hash_seed="s", names="a,b")
+    c = es.plan("0:1,0:1", epsilon=1, bins=16, mechanism="cdf", names="a,b")
+    x = np.full((50, 2), 0.5)
+    frames = es.simulate(p, x, seed=1, runtime="numpy", device_id="p") + es.simulate(c, x, seed=2, runtime="numpy",
+                                                                                  device_id="c")
+    with pytest.raises(MergeError, match="several mechanisms"):
+        es.assemble(frames)
+
+
 def test_generator_file_round_trip(joined_frames):
     g = es.assemble(joined_frames).model
     h = load_generator(g.to_bytes())

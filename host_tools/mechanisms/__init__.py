@@ -57,11 +57,15 @@ def assemble(releases, mechanism=None, force_sum=False):
 def build(merges, mechanism=None, force_sum=False):
     """The generator of ``mechanism`` (default: the only kind present) from
     the running merge ``merges`` (edgesynth.merge.Merges). Default with
-    exactly privhp and cdf states over the same channels (names and bounds):
+    exactly privhp and cdf states over the same channels (names and bounds)
+    in every release:
     the joined generator (privhp.join: the privhp generator raked to the
     CDFs and sampled by their shape inside a leaf)."""
     kinds = merges.kinds()
-    if mechanism is None and sorted(kinds) == ["cdf", "privhp"]:
+    # joined only when every release carries both (one combined config): a cdf
+    # device beside a privhp device is two populations, not one to rake
+    if mechanism is None and sorted(kinds) == ["cdf", "privhp"] \
+            and all(merges.by_kind[k].count == merges.frames for k in kinds):
         joined = _joined(merges, force_sum)
         if joined is not None:
             return joined
