@@ -140,6 +140,7 @@ def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, sketch="cms", **noise):
     error, then scaled to minimise the groups' mean log(pick / best swept)
     plus half the log misfit. Geometric rms misfit 1.33x; the pick among
     each group's swept configs is within 1.15x of the best in 25 of 30 groups.
+    benchmarks/bench_planner_fit.py measures such runs and reproduces the fit.
     ``noise``: error_terms' factor, clamp_share and uniform (the device's noise).
     """
     return min(1.0, fit_score(error_terms(d, r, k, w, j, eps, n, skew, sketch=sketch, **noise), sketch))
