@@ -1,7 +1,7 @@
 """Host collision recovery for PrivHP sketch levels (growth.recover, issue 13):
 least squares over every cell the candidates touch instead of the minimum
 over rows. Exact where the cells determine the counts; better than the
-minimum when a heavy candidate shares cells with light ones; and, on a
+minimum when candidates crowd the cells; and, on a
 seeded device release, a smaller joint W1 than the minimum over rows."""
 import zlib
 from types import SimpleNamespace
@@ -50,45 +50,65 @@ def test_exact_without_noise_when_the_cells_determine_the_counts(sketch):
     counts = rng.integers(0, 500, size=kids.size)
     _fill(st, level, kids.ravel(), counts)
     p = counts.reshape(-1, 2).sum(axis=1).astype(float)
-    a, b = recover(st, 0, level, kids, p, float(p.sum()))
+    a, b = recover(st, 0, level, kids, p)
     np.testing.assert_allclose(np.column_stack((a, b)).ravel(), counts, atol=0.01)  # lsmr's tolerance
 
 
-def test_children_are_consistent_and_non_negative_with_noise_and_spill():
+def test_children_are_consistent_non_negative_and_blind_to_mass_outside_the_candidates():
+    """Noise, an emptied parent, and 400 readings of the level outside the
+    candidates (pruned subtrees): pairs stay in [0, parent] and sum to it,
+    and on count-min the outside mass, which adds to cells alike in the
+    mean, moves no estimate at all when it is spread evenly (a pair enters
+    every row with +1 and -1)."""
     st = _state(j=2, w=64, var=400.0)
     level, parents = 12, np.arange(40)
     kids = np.column_stack((2 * parents, 2 * parents + 1))
-    others = np.arange(5000, 5400)                       # pruned mass elsewhere on the level
     rng = np.random.default_rng(2)
     counts = rng.integers(0, 50, size=kids.size)
+    others = np.arange(5000, 5400)
     _fill(st, level, np.concatenate((kids.ravel(), others)), np.concatenate((counts, np.full(400, 3))))
     st.sketches[0] += rng.integers(-40, 41, size=st.sketches[0].shape)
     p = counts.reshape(-1, 2).sum(axis=1).astype(float)
     p[3] = 0.0                                           # a parent consistency emptied
-    a, b = recover(st, 0, level, kids, p, float(p.sum() + 1200))
+    a, b = recover(st, 0, level, kids, p)
     assert np.all(a >= 0) and np.all(b >= 0) and a[3] == b[3] == 0
     np.testing.assert_allclose(a + b, p)
+    st.sketches[0] += 17                                 # the same outside mass in every cell
+    a2, _ = recover(st, 0, level, kids, p)
+    np.testing.assert_allclose(a2, a, atol=0.05)         # LSMR's tolerance
 
 
-def test_a_heavy_candidate_no_longer_inflates_the_light_ones_it_collides_with():
-    """Many candidates in few cells (k large for w): the minimum over rows
-    gives a light child the heavy one's mass whenever every row collides;
-    the fit splits each cell among its candidates. Without noise the LS
-    error must be well below the minimum's (the measured gain at 32 KiB
-    is 1.5x in W1; here it is on the counts themselves)."""
-    st = _state(j=3, w=64, seed=3)
-    level, parents = 14, np.arange(0, 3000, 37)
+def _crowded(seed):
+    """600 candidates of a skewed level (parents Pareto, children split
+    0.8/0.2 on average) in one row of 32 cells, with discrete-Laplace-like
+    noise of sd 5: (state, kids, parents, true child counts)."""
+    st = _state(j=1, w=32, seed=seed, var=25.0)
+    level, parents = 14, np.arange(0, 300 * 13, 13)
     kids = np.column_stack((2 * parents, 2 * parents + 1))
-    rng = np.random.default_rng(4)
-    counts = (rng.pareto(1.2, size=kids.size) * 20).astype(np.int64)
+    rng = np.random.default_rng(100 + seed)
+    p_true = (rng.pareto(1.2, size=parents.size) * 20 + 1).astype(np.int64)
+    left = rng.binomial(p_true, 0.8)
+    counts = np.column_stack((left, p_true - left)).ravel()
     _fill(st, level, kids.ravel(), counts)
-    p = counts.reshape(-1, 2).sum(axis=1).astype(float)
-    a, b = recover(st, 0, level, kids, p, float(p.sum()))
-    est = _min_rows(st, level, kids.ravel()).reshape(-1, 2)
-    a0, b0 = split(p, est[:, 0], est[:, 1])
-    err_ls = np.abs(np.column_stack((a, b)).ravel() - counts).sum()
-    err_min = np.abs(np.column_stack((a0, b0)).ravel() - counts).sum()
-    assert err_ls < 0.5 * err_min, (err_ls, err_min)
+    st.sketches[0] += np.round(rng.laplace(0, 5 / np.sqrt(2), st.sketches[0].shape)).astype(np.int64)
+    return st, level, kids, p_true.astype(float), counts
+
+
+def test_crowded_cells_are_shared_among_their_candidates():
+    """Far more candidates than cells (the regime of small devices: the
+    prior decides much of the answer): the minimum over rows gives every
+    candidate of a cell the whole cell; the fit shares it. Over 8 seeds the
+    fit's L1 error on the children must beat the minimum's on every seed
+    and by 0.75x on average (12 seeds measured 0.41-0.85x, mean 0.54x)."""
+    ratios = []
+    for seed in range(8):
+        st, level, kids, p, counts = _crowded(seed)
+        a, b = recover(st, 0, level, kids, p)
+        est = _min_rows(st, level, kids.ravel()).reshape(-1, 2)
+        a0, b0 = split(p, est[:, 0], est[:, 1])
+        err = np.abs(np.column_stack((a, b)).ravel() - counts).sum()
+        ratios.append(err / np.abs(np.column_stack((a0, b0)).ravel() - counts).sum())
+    assert max(ratios) < 1.0 and np.mean(ratios) < 0.75, ratios
 
 
 def _leaf_tv(x, leaves, r):
@@ -122,7 +142,7 @@ def test_recovery_beats_the_minimum_over_rows_on_a_device_release(monkeypatch):
         _, state = merge_releases(list(iter_frames(frames)), "privhp")
         ours.append(_leaf_tv(x, growth.grow(state), 15))
 
-        def minimum(st, s, level, kids, parent, root):
+        def minimum(st, s, level, kids, parent):
             est = _min_rows(SimpleNamespace(j=st.j, w=st.w, hash=st.hash[s:s + 1],
                                             sketches=st.sketches[s:s + 1], sketch="cms"),
                             level, kids.ravel()).reshape(-1, 2)
