@@ -41,8 +41,12 @@ FIT = {"cms": (0.1186, 0.0339, 0.3763, 0.4342), "cs": (0.1186, 0.0411, 0.3763, 0
 ROW_GAIN = {"cms": 1.0, "cs": 1.5}   # collisions fall as j**ROW_GAIN (host recovery fits all j rows jointly)
 DEPTH_WINDOW = 2       # depths searched either side of choose_depth's rule
 DEFAULT_N_MAX = 10 ** 6   # es.plan's and the CLI's default n_max
-ROWS = {"cms": (1, 2, 3, 4), "cs": (1, 3)}   # sketch rows searched (the j the model was fitted on)
-MAX_LOAD = 32          # most candidates per sketch cell (2k / w) searched: the model was fitted up to it
+# sketch rows searched; the fit measured cms j = 1, 2, 4 and cs j = 1, 3 (cms j = 3 is interpolated)
+ROWS = {"cms": (1, 2, 3, 4), "cs": (1, 3)}
+# most candidates per sketch cell (2k / w) searched: 2 of the fit's 1138 runs reach 64, none more; beyond
+# that the collision term saturates at the parents' mass, and a plan at load 128 measured 1.30x worse
+# than one at 8 (privhp.md, Planner step 2)
+MAX_LOAD = 32
 
 
 def counter_bytes(r, k, w, j, sketch="cms"):
@@ -139,7 +143,9 @@ def predicted_w1(d, r, k, w, j, eps, n, skew=PRIOR_SKEW, sketch="cms", **noise):
     joint W1, the exact W1 for d = 1): non-negative least squares on relative
     error, then scaled to minimise the groups' mean log(pick / best swept)
     plus half the log misfit. Geometric rms misfit 1.33x; the pick among
-    each group's swept configs is within 1.15x of the best in 25 of 30 groups.
+    each group's swept configs is within 1.15x of the best in 25 of 30 groups,
+    an in-sample figure (the weights were tuned on those 30 groups, one seed
+    per run; held-out scoring: docs/mechanisms/privhp.md, Planner).
     benchmarks/bench_planner_fit.py measures such runs and reproduces the fit.
     ``noise``: error_terms' factor, clamp_share and uniform (the device's noise).
     """
@@ -231,11 +237,16 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms",
     worse at that n than the default's pick; or only ``depth``, d..depth_cap,
     when given), every k = 2**b up to 2**r, every j of ROWS[sketch] (or
     ``j``) and for each the widest w = 2**b <= MAX_WIDTH that fits ``ram`` and
-    the device's MAX_COUNTERS; only states whose every noise scale the device
-    draws (<= 2**22) and whose assembly fits host_memory() count. The pick
-    minimises predicted_w1 at ``n_max`` under the prior ``skew``, at the noise
-    the device draws (relation, clamp_share, uniform_split). Raises
-    InputError when nothing fits.
+    the device's MAX_COUNTERS. Excluded: sketch shapes with more than
+    MAX_LOAD candidates per cell (2k > MAX_LOAD * w), states with a noise
+    scale the device does not draw (> 2**22) and states whose assembly
+    exceeds host_memory(). The pick minimises predicted_w1 at ``n_max`` under
+    the prior ``skew``, at the noise the device draws (relation, clamp_share,
+    uniform_split). A large ``ram`` need not be used up: the depth window,
+    the load cap (k <= MAX_LOAD * MAX_WIDTH / 2 on sketches) and the model's
+    preference bound the pick (d = 4 at the default n_max picks the 512 KiB
+    complete r = 16 tree from 768 KiB to 16 MiB). Raises InputError when
+    nothing fits.
     """
     d = len(lo)
     if not 1 <= d <= MAX_CHANNELS:
@@ -270,7 +281,7 @@ def plan_privhp(lo, hi, eps, ram, names=None, n_max=DEFAULT_N_MAX, sketch="cms",
                 w = widest(d, r, k, jj, ram, sketch, runtime)
                 if w is None or privhp_host_need(kb, r, k, jj, d) > limit:
                     continue
-                if k < 1 << r and 2 * k > MAX_LOAD * w:   # more crowded than any fitted run
+                if k < 1 << r and 2 * k > MAX_LOAD * w:   # beyond the load the model is trusted at
                     continue
                 fits_ram = True
                 if not device_takes_noise(*privhp_budget(eps, d, k, r, jj, clamp_share, uniform_split),
