@@ -116,7 +116,7 @@ def convergence(g, x):
     shapes = {c: Shape(g.cdf[c], g.lo[c], g.hi[c]) for c in range(g.d)}
     out = []
     for rounds in (0, 1, 2, 4, 8, 16, 32):
-        m = rake(g.box_lo, g.box_hi, g.leaves.mass, shapes, rounds)
+        m = rake(g.box_lo, g.box_hi, g.leaves.mass, shapes, np.exp2(-g.leaves.level), rounds)
         gen = type(g)(g.names, g.lo, g.hi, type(g.leaves)(g.leaves.level, g.leaves.path, m), g.meta, g.integer)
         gen.cdf = g.cdf  # the joined marginal (in-leaf shape) without raking again
         gap = max(float(np.abs(marginal(g.box_lo, g.box_hi, m / m.sum(), s, c) - np.diff(s.P)).max())

@@ -9,19 +9,27 @@ import pytest
 from click.testing import CliRunner
 
 import edgesynth as es
+from edgesynth import ram
 from edgesynth.cli import main
 from edgesynth.errors import InputError, MergeError
 from edgesynth.mechanisms import load_generator
 from edgesynth.mechanisms.cdf.generator import CDFGenerator
+from edgesynth.mechanisms.integers import cell_integers
+from edgesynth.mechanisms.privhp import generator
 from edgesynth.mechanisms.privhp.generator import Generator
-from edgesynth.mechanisms.privhp.growth import Leaves
-from edgesynth.mechanisms.privhp.join import InLeaf, Shape, marginal, rake
+from edgesynth.mechanisms.privhp.growth import Leaves, generator_need, leaf_cells
+from edgesynth.mechanisms.privhp.join import InLeaf, Shape, join_need, marginal, rake
 from edgesynth.runtimes import native
 
 
 def grid_leaves(level, mass):
     """All 2**level leaves of one level over 2 channels, with ``mass``."""
     return Leaves(np.full(1 << level, level), np.arange(1 << level), mass)
+
+
+def share(g):
+    """Each leaf's share of the box volume (rake's ``vol``)."""
+    return np.exp2(-g.leaves.level)
 
 
 def plain(leaves, d=2):
@@ -38,7 +46,7 @@ def test_rake_keeps_masses_nonnegative_and_the_total():
     g = plain(grid_leaves(6, rng.normal(10, 8, 64)))  # some negative noisy masses
     F = np.stack([skewed_cdf(50, 3), skewed_cdf(50, 0.5)])
     shapes = {c: Shape(F[c], 0.0, 1.0) for c in range(2)}
-    m = rake(g.box_lo, g.box_hi, g.leaves.mass, shapes)
+    m = rake(g.box_lo, g.box_hi, g.leaves.mass, shapes, share(g))
     assert np.all(m >= 0)
     assert m.sum() == pytest.approx(np.maximum(g.leaves.mass, 0).sum(), rel=1e-12)
 
@@ -57,10 +65,10 @@ def test_rake_fits_consistent_marginals():
         return max(np.abs(marginal(g.box_lo, g.box_hi, m, s, c) / total - np.diff(s.P)).max()
                    for c, s in shapes.items())
     assert gap(g.leaves.mass) > 0.05
-    m = rake(g.box_lo, g.box_hi, g.leaves.mass, shapes, rounds=200)
+    m = rake(g.box_lo, g.box_hi, g.leaves.mass, shapes, share(g), rounds=200)
     assert gap(m) < 1e-9
     # and a few rounds already move the marginal toward the CDF
-    assert gap(rake(g.box_lo, g.box_hi, g.leaves.mass, shapes, rounds=2)) < gap(g.leaves.mass) / 4
+    assert gap(rake(g.box_lo, g.box_hi, g.leaves.mass, shapes, share(g), rounds=2)) < gap(g.leaves.mass) / 4
 
 
 def test_rake_moves_unaligned_leaves_toward_the_cdf():
@@ -71,7 +79,7 @@ def test_rake_moves_unaligned_leaves_toward_the_cdf():
     total = g.leaves.mass.sum()
     gaps = [max(np.abs(marginal(g.box_lo, g.box_hi, m, s, c) / total - np.diff(s.P)).max()
                 for c, s in shapes.items())
-            for m in (g.leaves.mass, rake(g.box_lo, g.box_hi, g.leaves.mass, shapes))]
+            for m in (g.leaves.mass, rake(g.box_lo, g.box_hi, g.leaves.mass, shapes, share(g)))]
     assert gaps[1] < gaps[0] / 10
 
 
@@ -85,7 +93,7 @@ def test_rake_places_cdf_mass_where_the_tree_has_none_and_never_widens_the_gap()
     def gap(m):
         return sum(np.abs(marginal(g.box_lo, g.box_hi, m, s, c) / m.sum() - np.diff(s.P)).sum()
                    for c, s in shapes.items())
-    m = rake(g.box_lo, g.box_hi, mass, shapes)
+    m = rake(g.box_lo, g.box_hi, mass, shapes, share(g))
     assert m[g.box_lo[:, 0] >= 0.5].sum() / m.sum() == pytest.approx(0.3, abs=0.01)
     assert gap(m) < 0.05 < gap(mass)
     # CDFs no leaf mass can fit (channel 1 all in its first bin, every leaf spanning 4 of them): the
@@ -94,7 +102,7 @@ def test_rake_places_cdf_mass_where_the_tree_has_none_and_never_widens_the_gap()
     shapes = {c: Shape(F_bad[c], 0.0, 1.0) for c in range(2)}
     rng = np.random.default_rng(9)
     mass = rng.uniform(0, 1, 64)
-    assert gap(rake(g.box_lo, g.box_hi, mass, shapes)) <= gap(mass) + 1e-12
+    assert gap(rake(g.box_lo, g.box_hi, mass, shapes, share(g))) <= gap(mass) + 1e-12
 
 
 def test_in_leaf_samples_stay_in_their_leaf_and_follow_the_cdf():
@@ -296,3 +304,105 @@ def test_cli_plan_cdf_share(tmp_path):
         r = CliRunner().invoke(main, ["plan", "--bounds", "0:1,0:1", "--epsilon", "1", "--ram", "64K",
                                       "--cdf-share", bad, "-o", str(out)])
         assert r.exit_code == 2 and "error: --cdf-share must be a fraction in [0, 1)" in r.output
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("lo, hi, d", [(-1e300, 1e300, 2), (0.0, 1e-40, 8)])
+def test_raking_does_not_depend_on_the_bounds_scale(lo, hi, d):
+    # the floor's weights are the leaves' shares of the box volume: bounds +-1e300 (volume inf in data units)
+    # and tiny spans over 8 channels (volume 0) rake exactly as the unit box does, without a warning
+    level = 2 * d
+    rng = np.random.default_rng(11)
+    leaves = Leaves(np.full(1 << level, level), np.arange(1 << level), rng.uniform(0, 5, 1 << level))
+    F = np.stack([skewed_cdf(32, 0.3 + 0.4 * c) for c in range(d)])
+    names = ["c%d" % c for c in range(d)]
+    unit = Generator(names, [0.0] * d, [1.0] * d, leaves, {}, None, F)
+    g = Generator(names, [lo] * d, [hi] * d, leaves, {}, None, F)
+    with np.errstate(over="ignore", under="ignore"):
+        v = np.prod(g.box_hi - g.box_lo, axis=1)
+    assert np.all(np.isinf(v) | (v == 0))  # the volume in data units over- or underflows
+    assert np.abs(unit.prob - leaves.mass / leaves.mass.sum()).max() > 1e-3  # raking moved the masses
+    assert np.allclose(g.prob, unit.prob, rtol=1e-9, atol=0)
+    x = g.sample(1000, np.random.default_rng(1))
+    assert np.all((x >= lo) & (x < hi))
+    # no signal at all: uniform on the box, at any scale
+    empty = Generator(names, [lo] * d, [hi] * d, Leaves(leaves.level, leaves.path, -leaves.mass), {}, None, F)
+    assert np.allclose(empty.prob, 1.0 / leaves.level.size, rtol=1e-12, atol=0)
+
+
+class OneLeaf:
+    """A stand-in for numpy's Generator in Generator.sample that puts every
+    point in leaf ``leaf``; the uniforms are seeded numpy ones."""
+
+    def __init__(self, leaf, seed):
+        self.leaf, self.rng = leaf, np.random.default_rng(seed)
+
+    def multinomial(self, m, p):
+        counts = np.zeros(len(p), np.int64)
+        counts[self.leaf] = m
+        return counts
+
+    def shuffle(self, a):
+        pass
+
+    def random(self, shape):
+        return self.rng.random(shape)
+
+
+def test_mixed_real_and_integer_channels_end_to_end():
+    # one real channel (skewed) and one integer one: only the real channel is joined; per leaf, its draws stay
+    # in the leaf's box and follow the CDF there (they differ from the plain generator's uniform ones for the
+    # same uniforms), and the integer draws are whole numbers of the leaf's cell, the plain generator's exactly
+    rng = np.random.default_rng(12)
+    x = np.stack([rng.beta(0.7, 4, 5000), rng.binomial(1000, 0.3, 5000)], axis=1)
+    cfg = es.plan("0:1,0:1000", epsilon=1, ram="64K", device_runtime="c", hash_seed="m", integer=["x1"],
+                  cdf_share="0.3")
+    frames = es.simulate(cfg, x, seed=13, runtime="numpy")
+    g, p = es.assemble(frames).model, es.assemble(frames, mechanism="privhp").model
+    assert g.integer == [False, True] and g.cdf is not None
+    assert g.summary()["joined_cdf"]["channels"] == ["x0"]
+    q, bits = leaf_cells(g.leaves, 2)
+    first, count = cell_integers(q[:, 1], 1 << bits[:, 1], 0, 1000)
+    moved = 0
+    for leaf in np.random.default_rng(14).choice(g.prob.size, 30, replace=False):
+        s, t = g.sample(200, OneLeaf(leaf, leaf)), p.sample(200, OneLeaf(leaf, leaf))
+        assert np.all((s[:, 0] >= g.box_lo[leaf, 0]) & (s[:, 0] < g.box_hi[leaf, 0]))
+        assert np.all(s[:, 1] == np.floor(s[:, 1]))
+        assert np.all((s[:, 1] >= first[leaf]) & (s[:, 1] < first[leaf] + count[leaf]))
+        assert np.array_equal(s[:, 1], t[:, 1])
+        moved += not np.allclose(s[:, 0], t[:, 0], rtol=0, atol=1e-12)
+    assert moved >= 10  # the CDF's shape is not uniform inside most leaves
+
+
+def test_the_raking_memory_is_checked_on_load_before_raking(monkeypatch):
+    # a file whose leaves fit the host limit but whose leaves + joined CDFs of 2**16 bins do not: refused in
+    # one line before rake runs
+    K = 1 << 16
+    F = np.tile(np.arange(1, K + 1) / K, (2, 1))
+    data = _with(plain(grid_leaves(6, np.ones(64))), cdf_bins=K, cdf=F.tobytes())
+    assert load_generator(data).cdf.shape == (2, K)
+    limit = 8 << 20
+    assert generator_need(64, 2) < limit < generator_need(64, 2) + join_need(64, K, 2)
+    monkeypatch.delenv("EDGESYNTH_HOST_MEMORY", raising=False)
+    monkeypatch.setattr(ram, "HOST_MEMORY", limit)
+
+    def no_rake(*a, **k):
+        raise AssertionError("raked before the memory check")
+    monkeypatch.setattr(generator, "rake", no_rake)
+    with pytest.raises(InputError) as e:
+        load_generator(data, "f.gen")
+    msg = str(e.value)
+    assert msg.startswith("f.gen: loading a generator of 64 leaves over 2 channel(s) joined to CDFs of 65536 bins")
+    assert "host limit" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("row", ["negative", "not ending at 1"])
+def test_cdf_rows_out_of_0_1_or_not_ending_at_1_are_refused(joined_frames, row):
+    g = es.assemble(joined_frames).model
+    F = g.cdf.copy()
+    K = F.shape[1]
+    F[0] = np.linspace(-0.5, 1.0, K) if row == "negative" else np.linspace(0.1, 0.9, K)  # both non-decreasing
+    assert np.all(np.diff(F[0]) >= 0)
+    with pytest.raises(InputError, match=r"^f\.gen: the joined CDFs are not CDFs") as e:
+        load_generator(_with(g, cdf=F.tobytes()), "f.gen")
+    assert "\n" not in str(e.value)

@@ -69,11 +69,14 @@ class Generator:
         self.cdf = None if cdf is None else np.asarray(cdf, np.float64)
         shapes = {} if cdf is None else {c: Shape(self.cdf[c], self.lo[c], self.hi[c])
                                          for c in range(self.d) if not self.integer[c]}
-        mass = rake(self.box_lo, self.box_hi, leaves.mass, shapes) if shapes else np.maximum(leaves.mass, 0.0)
+        # a leaf of level l holds 2**-l of the box's volume, exact whatever the bounds (the volume in data
+        # units overflows or underflows: +-1e300, or tiny spans over many channels)
+        vol = np.exp2(-leaves.level)
+        mass = rake(self.box_lo, self.box_hi, leaves.mass, shapes, vol) if shapes else np.maximum(leaves.mass, 0.0)
         self._in_leaf = InLeaf(self.box_lo, self.box_hi, shapes) if shapes else None
         total = mass.sum()
         if not total > 0:
-            mass = (self.box_hi - self.box_lo).prod(axis=1)  # no signal: uniform on the box
+            mass = vol  # no signal: uniform on the box
             total = mass.sum()
         self.prob = mass / total
         self._leaf = np.arange(self.prob.size)
@@ -148,7 +151,8 @@ class Generator:
         cdf = _read_cdf(m, d, source)
         # the leaf boxes take 56 d bytes per leaf, 13 in the file: bounded before they are built
         need = generator_need(level.size, d) + (0 if cdf is None else join_need(level.size, cdf.shape[1], d))
-        require_host_memory(need, "%s: loading a generator of %d leaves over %d channel(s)" % (source, level.size, d))
+        require_host_memory(need, "%s: loading a generator of %d leaves over %d channel(s)%s" % (
+            source, level.size, d, "" if cdf is None else " joined to CDFs of %d bins" % cdf.shape[1]))
         # files written before integer channels existed carry no flags: all real-valued
         return cls(m["names"], lo, hi, Leaves(level, path, mass), m.get("meta", {}),
                    check_flags(m.get("integer"), m["names"], lo, hi, source), cdf)

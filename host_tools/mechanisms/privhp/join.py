@@ -17,10 +17,10 @@ not line up, and a shape over a few integers says little.
 import numpy as np
 
 FLAT = 1e-12  # CDF mass below which a leaf's interval counts as flat (uniform shape)
-RAKE_ROUNDS = 8
+RAKE_ROUNDS = 8  # passes over the joined channels (benchmarks/bench_privhp_join.py measured the marginal error)
 # share of the total mixed in uniformly before raking (0, 1e-4, 1e-3 and 1e-2 measured: 0 left CDF mass
 # unreachable and the joined W1 up to 10x the CDF's; 1e-4..1e-2 within 10% of one another)
-FLOOR = 1e-3  # passes over the joined channels (benchmarks/bench_privhp_join.py measured the marginal error)
+FLOOR = 1e-3
 
 
 def check_cdf(F, d):
@@ -64,10 +64,12 @@ class Shape:
         return self.lo + (j + np.clip(frac, 0.0, 1.0)) * self.w
 
 
-def rake(box_lo, box_hi, mass, shapes, rounds=RAKE_ROUNDS):
+def rake(box_lo, box_hi, mass, shapes, vol, rounds=RAKE_ROUNDS):
     """Leaf masses (N,) raked to the marginals of ``shapes`` ({channel:
     Shape}) by iterative proportional fitting, ``rounds`` passes over the
-    channels.
+    channels. ``vol`` (N,) is each leaf box's share of the public box's
+    volume, in (0, 1] (2**-level for a PrivHP leaf): the weights of the
+    uniform floor, normalised so that no bounds over- or underflow it.
 
     Per channel the grid is the union of the leaf edges on that channel and
     the CDF's K + 1 bin edges: a grid cell lies in one leaf interval's
@@ -75,13 +77,15 @@ def rake(box_lo, box_hi, mass, shapes, rounds=RAKE_ROUNDS):
     cells by its in-leaf shape exactly. One step scales every leaf by the
     mean, over its interval in its shape, of target / model bin mass (the
     fixed-shape form of IPF: the model's marginal moves to the CDF's, the
-    masses stay >= 0). The total is kept (rescaled after each pass: a target
-    bin that only zero-mass leaves reach loses its mass). Noisy CDFs need not
-    be consistent with the leaves (mass where the tree says none), and then
-    IPF need not converge: the pass with the smallest summed L1 gap between
-    the model's and the CDFs' bin probabilities is returned, the input
-    (pass 0) included, so raking never moves the marginals away from the
-    CDFs. ``mass`` negative entries count as 0.
+    masses stay >= 0). Before the first pass a FLOOR share of the total is
+    mixed in uniformly (by ``vol``): a multiplicative step never revives a
+    zero-mass leaf. The total is kept (rescaled after each pass, as a step
+    need not keep it). Noisy CDFs need not be consistent with the leaves
+    (mass where the tree says none), and then IPF need not converge: the
+    pass with the smallest summed L1 gap between the model's and the CDFs'
+    bin probabilities is returned, the input as given (before the floor)
+    included, so raking never moves the marginals away from the CDFs.
+    ``mass`` negative entries count as 0.
     """
     m = np.maximum(np.asarray(mass, np.float64), 0.0)
     total = m.sum()
@@ -91,7 +95,7 @@ def rake(box_lo, box_hi, mass, shapes, rounds=RAKE_ROUNDS):
     best, best_gap = m, _gap(prepared, m, total)
     # a multiplicative step never revives a zero-mass leaf: mix in a FLOOR share of the uniform
     # distribution (by box volume) so that CDF mass where the tree has none can be placed
-    vol = np.prod(box_hi - box_lo, axis=1)
+    vol = np.asarray(vol, np.float64)
     m = (1 - FLOOR) * m + FLOOR * total * vol / vol.sum()
     for _ in range(rounds):
         for prep in prepared:
