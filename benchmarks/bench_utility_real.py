@@ -19,8 +19,8 @@ Methods, 3 seeds each (--seeds), all scored on the same rows:
 - edgesynth: es.plan(mechanism="privhp", epsilon=1, ram=R, device_runtime=...)
   at 32 KiB MicroPython, 32 KiB C, 64 KiB C and 256 KiB C with the planner's
   default n_max (a public estimate), plus 32 KiB C with the truthful n_max
-  (the task's row count); then, when es.plan has ``cdf_share``, the same RAM
-  points with cdf_share=0.3 (privhp joined to per-channel CDFs). Each run is
+  (the task's row count), all with cdf_share=0 (privhp alone); then the same
+  RAM points with cdf_share="0.3" (privhp joined to per-channel CDFs). Each run is
   es.simulate(cfg, rows, seed, runtime="numpy") (frames are byte-identical
   across runtimes, so a MicroPython-planned config need not run on the port),
   es.assemble, and n synthetic rows sampled with the seed. hash_seed varies
@@ -58,7 +58,6 @@ use public figures only (the truthful-n_max row is the one experiment that
 plans with the count, as a published count would allow).
 """
 import argparse
-import inspect
 import json
 import os
 import subprocess
@@ -89,7 +88,7 @@ DIRECTIONS = 128
 DIRECTION_SEED = 13
 DEVICES = [("32K uPy", "32K", "micropython"), ("32K C", "32K", "c"), ("64K C", "64K", "c"),
            ("256K C", "256K", "c")]
-CDF_SHARE = 0.3
+CDF_SHARE = "0.3"  # passed as given (es.plan reads it exactly); 0 for the plain rows
 VENV = "/work/venv-sn/bin/python"
 OUT = os.path.join(HERE, "out")
 
@@ -181,15 +180,13 @@ def run_child(task, system, bins, seed, a):
 # edgesynth and PMM
 # --------------------------------------------------------------------------
 
-HAS_CDF_SHARE = "cdf_share" in inspect.signature(es.plan).parameters
-
-
 def plan_device(cols, lo, hi, ram, runtime, seed, n_max=None, cdf_share=0):
+    """The config; ``cdf_share`` always passed explicitly (es.plan's default
+    is not privhp alone everywhere)."""
     kw = {"n_max": n_max} if n_max else {}
-    if cdf_share:
-        kw["cdf_share"] = cdf_share
     return es.plan({c: (float(a), float(b)) for c, a, b in zip(cols, lo, hi)}, epsilon=EPS, ram=ram,
-                   mechanism="privhp", device_runtime=runtime, hash_seed="utility-%d" % seed, **kw)
+                   mechanism="privhp", device_runtime=runtime, hash_seed="utility-%d" % seed,
+                   cdf_share=cdf_share, **kw)
 
 
 def describe(cfg):
@@ -288,8 +285,7 @@ def run_task(task, a):
 
     variants = [(label, ram, rt, None, 0) for label, ram, rt in DEVICES]
     variants.append(("32K C truthful n_max", "32K", "c", n, 0))
-    if HAS_CDF_SHARE:
-        variants += [(label + " +cdf %.1f" % CDF_SHARE, ram, rt, None, CDF_SHARE) for label, ram, rt in DEVICES]
+    variants += [(label + " +cdf %s" % CDF_SHARE, ram, rt, None, CDF_SHARE) for label, ram, rt in DEVICES]
     r0 = common.depth_for(EPS, n, d)
     depths = [r for r in (r0 - 4, r0 - 2, r0) if r >= d]
     for seed in range(a.seeds):
@@ -312,7 +308,7 @@ def run_task(task, a):
         t0 = time.perf_counter()
         record("10% subsample", x[rng.choice(n, n // 10, replace=False)], "%d real rows" % (n // 10), t0)
     out = {"task": task, "n": n, "d": d, "cols": cols, "lo": lo.tolist(), "hi": hi.tolist(), "methods": res,
-           "cdf_share": HAS_CDF_SHARE, "pmm_depths": depths}
+           "pmm_depths": depths}
     for system in ("mst", "aim"):
         if base is None:
             out[system] = {"error": reason}
@@ -323,9 +319,6 @@ def run_task(task, a):
             "fit_s": [r["fit_s"] for r in runs]}
         out[system]["seed0"] = {r["bins"]: (r.get("sliced"), r.get("percol"), r.get("error"))
                                 for r in base.runs if r["system"] == system and r["seed"] == 0}
-    if not HAS_CDF_SHARE:
-        out["cdf_note"] = "es.plan has no cdf_share: the joined rows are skipped"
-        print("  " + out["cdf_note"], flush=True)
     return out
 
 
@@ -373,7 +366,8 @@ def summary(tasks):
         return "%.3g" % mean(v["vals"], i) if v and v["vals"] else "n/a"
 
     labels = [lab for lab, _, _ in DEVICES]
-    head = ["task", "metric", "edgesynth " + " / ".join(labels), "32K C truthful", "+cdf 0.3 " + " / ".join(labels),
+    head = ["task", "metric", "edgesynth " + " / ".join(labels), "32K C truthful",
+            "+cdf %s " % CDF_SHARE + " / ".join(labels),
             "PMM (best r)", "MST best", "AIM best", "uniform", "10% subsample"]
     rows = []
     for t in tasks:
@@ -381,7 +375,7 @@ def summary(tasks):
             rows.append([t["task"] + " (n=%d)" % t["n"], metric,
                          " / ".join(m(t, "edgesynth " + lab, i) for lab in labels),
                          m(t, "edgesynth 32K C truthful n_max", i),
-                         " / ".join(m(t, "edgesynth %s +cdf %.1f" % (lab, CDF_SHARE), i) for lab in labels),
+                         " / ".join(m(t, "edgesynth %s +cdf %s" % (lab, CDF_SHARE), i) for lab in labels),
                          "%s (%s)" % (m(t, best_pmm(t), i), best_pmm(t)[4:]),
                          m(t, "mst", i), m(t, "aim", i), m(t, "uniform", i), m(t, "10% subsample", i)])
     return common.md_table(head, rows)
@@ -402,7 +396,7 @@ def targets(tasks):
         ok = "met" if got <= ref else "NOT met"
         out.append("- %s: %.3g vs %.3g (ratio %.2f): %s" % (what, got, ref, got / ref, ok))
 
-    for suffix in ("", " +cdf %.1f" % CDF_SHARE):
+    for suffix in ("", " +cdf %s" % CDF_SHARE):
         if "weather4" in by:
             t = by["weather4"]
             if "edgesynth 64K C" + suffix in t["methods"]:
