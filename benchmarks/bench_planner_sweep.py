@@ -24,7 +24,7 @@ fixed seed per (d, n)) and ggplot2 ``diamonds`` (53,940 rows, from the
 price 0:20000; d = 1: price; d = 2: carat, price; d = 3: carat, depth, price;
 d = 4: all four).
 
-    python3 benchmarks/bench_planner_sweep.py [--quick] [--reps N] [--no-append]
+    python3 benchmarks/bench_planner_sweep.py [--quick] [--case SRC:D ...] [--reps N] [--no-append]
 """
 import argparse
 import os
@@ -49,7 +49,8 @@ FULL = QUICK[:2] + [("diamonds", 2, None, "1", 65536), ("diamonds", 3, None, "1"
                     ("diamonds", 4, None, "1", 65536), ("mf", 1, 100000, "0.3", 65536),
                     ("mf", 2, 10 ** 6, "1", 32768), ("mf", 3, 10 ** 5, "1", 65536),
                     ("mf", 2, 1000, "1", 65536), ("mf", 3, 10 ** 4, "0.1", 65536),
-                    ("mf", 4, 10 ** 5, "4", 65536), ("mf", 1, 10 ** 7, "1", 65536)]
+                    ("mf", 4, 10 ** 5, "4", 65536), ("mf", 1, 10 ** 7, "1", 65536),
+                    ("diamonds", 1, None, "1", 65536)]
 BIG_N = 10 ** 7   # from here the sweep is narrowed (about 20 s per run)
 PMM_MAX_DEPTH = 16
 RATIO_OK = 1.15
@@ -123,6 +124,8 @@ def fmt(shape):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="3 cases, 2 reps (a few minutes)")
+    ap.add_argument("--case", action="append", default=[],
+                    help="run only the FULL cases of this data set and d, e.g. diamonds:1 (repeatable)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per config (default 3; quick 2)")
     ap.add_argument("--no-append", action="store_true", help="print only; do not append to RESULTS.md")
     a = ap.parse_args()
@@ -130,7 +133,10 @@ def main():
     info = C.machine_info()
     t0 = time.time()
     rows, fails = [], 0
-    for case in (QUICK if a.quick else FULL):
+    cases = QUICK if a.quick else FULL
+    if a.case:
+        cases = [c for c in cases if "%s:%d" % c[:2] in a.case]
+    for case in cases:
         c = run_case(*case, reps)
         fails += not c["ok"]
         name = "%s d=%d n=%d eps=%s %d KiB" % (c["src"], c["d"], c["n"], c["eps"], c["ram"] >> 10)
@@ -152,7 +158,8 @@ def main():
              RATIO_OK, len(rows) - fails, len(rows)))
     print(md)
     if not a.no_append:
-        C.results_append(md, title="bench_planner_sweep" + (" --quick" if a.quick else ""), elapsed=elapsed,
+        C.results_append(md, title="bench_planner_sweep" + (" --quick" if a.quick else "")
+                         + "".join(" --case " + c for c in a.case), elapsed=elapsed,
                          info=info)
     sys.exit(1 if fails else 0)
 
