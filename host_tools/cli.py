@@ -283,10 +283,11 @@ def _jsonable(o):
 @click.option("--clamp-share", default="1/50", show_default=True,
               help="Part of epsilon spent on the noisy count of out-of-range readings (0 to drop it).")
 @click.option("--uniform-split", is_flag=True, help="Split epsilon evenly over levels instead of Eq. (23).")
-@click.option("--cdf-share", default="0", show_default=True,
+@click.option("--cdf-share", default=None,
               help="privhp: part of epsilon, in [0, 1), for a cdf over the same channels that `assemble` joins "
                    "to the tree (raked leaf masses, in-leaf sampling by the CDF); it takes the RAM privhp's plan "
-                   "leaves. 0: privhp alone (edgesynth docs privhp).")
+                   "leaves. 0: privhp alone. Default: 0.3 for 3+ channels, or 2 channels with --ram 64K or "
+                   "more, when it fits (measured better there); else 0 (edgesynth docs privhp).")
 @click.option("--hash-seed", default=None,
               help="Public hash seed shared by devices that will be merged (default random).")
 @click.option("--relation", default=None, type=click.Choice(sorted(RELATIONS)),

@@ -43,6 +43,9 @@ SKETCHES = ("cms", "cs")
 # (docs/mechanisms/privhp.md "Joined CDFs")
 CDF_MIN_BINS = 64
 CDF_MAX_BINS = 4096
+# cdf_share's default (None): this share at d >= 3, and at d = 2 from AUTO_CDF_RAM bytes of --ram on
+AUTO_CDF_SHARE = Fraction(3, 10)
+AUTO_CDF_RAM = 64 * 1024
 
 
 def _one_of(value, choices, what):
@@ -141,7 +144,7 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
          branching=None, domain=None, cap=None, sample_bits=None, n_max=DEFAULT_N_MAX, sketch="cms", rows=None,
          clamp_share="1/50", uniform_split=False, hash_seed=None, relation=None, device_runtime=None,
          transport=None, depth=None, counter="simple", max_events=None, snap=16, op_name="op", fold=None,
-         schema=None, marginals=None, from_generator=None, cdf_share=0):
+         schema=None, marginals=None, from_generator=None, cdf_share=None):
     """The public device config (a JSON-ready dict, as `edgesynth plan` writes it).
 
     bounds: the public range of each channel, never read off the data (privhp
@@ -181,17 +184,20 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         sketch: "cms" or "cs". rows: sketch rows j, 1..16.
     clamp_share: part of epsilon for the noisy count of out-of-range
         readings, in [0, 1). uniform_split: split epsilon evenly over levels.
-    cdf_share (privhp): F in [0, 1) (number, "1/5" or Fraction); 0 (the
-        default) plans privhp alone. Otherwise the config also holds a cdf
-        mechanism over the same channels (names, bounds, integer flags) with
-        F * epsilon, privhp the rest (exact fractions; the device epsilon is
-        their sum), and the host's default assembly joins the two
-        (docs/mechanisms/privhp.md, "Joined CDFs"). privhp plans on ``ram``
-        minus the charge of a CDF_MIN_BINS-bin cdf; the cdf then takes the
-        largest 2**a 3**b bins (at most CDF_MAX_BINS) that fit what privhp's
-        plan leaves. The runtime overhead is charged for both parts (a
-        combined device's is not measured). Refused in one line when that
-        does not fit.
+    cdf_share (privhp): F in [0, 1) (number, "1/5" or Fraction), or None
+        (the default: AUTO_CDF_SHARE where it measured better, see below).
+        With F > 0 the config also holds a cdf mechanism over the same
+        channels (names, bounds, integer flags) with F * epsilon, privhp the
+        rest (exact fractions; the device epsilon is their sum), and the
+        host's default assembly joins the two (docs/mechanisms/privhp.md,
+        "Joined CDFs"). privhp plans on ``ram`` minus the charge of a
+        CDF_MIN_BINS-bin cdf; the cdf then takes the largest 2**a 3**b bins
+        (at most CDF_MAX_BINS) that fit what privhp's plan leaves. The
+        runtime overhead is charged for both parts (a combined device's is
+        not measured). An explicit F > 0 that does not fit is refused in
+        one line; 0 plans privhp alone. None: AUTO_CDF_SHARE for 3 or more
+        channels, or 2 channels with ``ram`` >= 64 KiB, when that plan
+        fits; privhp alone otherwise (a function of public parameters only).
     hash_seed: public seed shared by devices that will be merged (privhp;
         the sample's seed for profile; default random, so pass one for a
         reproducible config).
@@ -319,6 +325,13 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
           sketch, rows, clamp_share, uniform_split, hash_seed, relation, device_runtime, depth, counter, max_events,
           snap, op_name, fold, cdf_share=0):
     names = _names(names)
+    if cdf_share is None:
+        return _plan_auto_share(ram_bytes, bounds=bounds, eps=eps, mechanism=mechanism, names=names,
+                                integer=integer, bins=bins, branching=branching, domain=domain, cap=cap,
+                                sample_bits=sample_bits, n_max=n_max, sketch=sketch, rows=rows,
+                                clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
+                                relation=relation, device_runtime=device_runtime, depth=depth, counter=counter,
+                                max_events=max_events, snap=snap, op_name=op_name, fold=fold)
     if cdf_share:
         return _plan_joined(ram_bytes, cdf_share, bounds=bounds, eps=eps, names=names, integer=integer,
                             n_max=n_max, sketch=sketch, rows=rows, clamp_share=clamp_share,
@@ -355,9 +368,28 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
                        relation=relation, runtime=device_runtime)
 
 
+def _plan_auto_share(ram_bytes, **args):
+    """The default of cdf_share: AUTO_CDF_SHARE where joining measured better
+    (benchmarks/RESULTS.md, bench_privhp_join and bench_utility_real: per
+    column 2-25x better everywhere, the joint error at d = 4 3-10x; at
+    d = 2 better from 64 KiB on, mixed at 32 KiB), when that plan fits;
+    else privhp alone. Decided on public parameters only: d and ram."""
+    if args["mechanism"] == "privhp" and args["bounds"] is not None and ram_bytes is not None:
+        d = len(_bounds(args["bounds"], args["names"], args["integer"])[0])
+        if d >= 3 or (d == 2 and ram_bytes >= AUTO_CDF_RAM):
+            try:
+                return _plan(ram_bytes, cdf_share=AUTO_CDF_SHARE, **args)
+            except InputError:
+                pass  # the joined plan does not fit: privhp alone, as with cdf_share 0
+    return _plan(ram_bytes, cdf_share=Fraction(0), **args)
+
+
 def _cdf_share(value, mechanism):
-    """``value`` as a Fraction in [0, 1) (0: no cdf); InputError otherwise
-    or when it is given for another mechanism than privhp."""
+    """``value`` as a Fraction in [0, 1) (0: no cdf), or None (the
+    measured default, _plan_auto_share); InputError otherwise or when a
+    share is given for another mechanism than privhp."""
+    if value is None:
+        return None
     try:
         share = Fraction(str(value))
     except (ValueError, ZeroDivisionError):

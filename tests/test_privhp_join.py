@@ -194,6 +194,28 @@ def test_plan_splits_epsilon_exactly_and_zero_is_todays_config():
     assert json.dumps(small_cfg(0)) == json.dumps(base) == json.dumps(small_cfg("0.0"))
 
 
+@pytest.mark.parametrize("bounds,ram,runtime,joined", [
+    ("0:1,0:1", "32K", "c", False),                     # d = 2 below 64 KiB: measured mixed, privhp alone
+    ("0:1,0:1", "64K", "c", True),
+    ("0:1,0:1,0:1", "32K", "c", True),                  # d >= 3: joined at any size that fits
+    ("0:1,0:1,0:1,0:1", "32K", "micropython", False),   # two runtime charges do not fit: privhp alone
+    ("0:1", "256K", "c", False),                        # one channel: the tree is its marginal
+])
+def test_the_default_share_follows_the_measured_rule(bounds, ram, runtime, joined):
+    cfg = es.plan(bounds, epsilon=1, ram=ram, device_runtime=runtime, hash_seed="s")
+    kinds = [m["kind"] for m in cfg["mechanisms"]]
+    assert kinds == (["privhp", "cdf"] if joined else ["privhp"])
+    if joined:
+        assert cfg["plan"]["cdf_share"] == "3/10" and cfg == es.plan(bounds, epsilon=1, ram=ram,
+                                                                     device_runtime=runtime, hash_seed="s",
+                                                                     cdf_share="3/10")
+        alone = es.plan(bounds, epsilon=1, ram=ram, device_runtime=runtime, hash_seed="s", cdf_share=0)
+        assert [m["kind"] for m in alone["mechanisms"]] == ["privhp"]
+    # the default applies to privhp only: a cdf plan stays one mechanism
+    assert [m["kind"] for m in es.plan(bounds, epsilon=1, ram=ram, mechanism="cdf", device_runtime=runtime)
+            ["mechanisms"]] == ["cdf"]
+
+
 @pytest.mark.parametrize("share", ["1", "-0.1", "1.5", "x"])
 def test_plan_refuses_a_share_outside_0_1(share):
     with pytest.raises(InputError, match=r"--cdf-share must be a fraction in \[0, 1\)"):
