@@ -286,8 +286,8 @@ def _jsonable(o):
 @click.option("--cdf-share", default=None,
               help="privhp: part of epsilon, in [0, 1), for a cdf over the same channels that `assemble` joins "
                    "to the tree (raked leaf masses, in-leaf sampling by the CDF); it takes the RAM privhp's plan "
-                   "leaves. 0: privhp alone. Default: 0.3 for 3+ channels, or 2 channels with --ram 64K or "
-                   "more, when it fits (measured better there); else 0 (edgesynth docs privhp).")
+                   "leaves. 0: privhp alone. Default: 0.3 for 3 or more channels, none of them integer, when that "
+                   "plan fits (measured better there); else 0 (edgesynth docs privhp).")
 @click.option("--hash-seed", default=None,
               help="Public hash seed shared by devices that will be merged (default random).")
 @click.option("--relation", default=None, type=click.Choice(sorted(RELATIONS)),

@@ -18,7 +18,7 @@ from edgesynth.agent.errors import ConfigError
 from edgesynth.agent.privhp.build import MAX_DEPTH as PRIVHP_MAX_DEPTH
 from edgesynth.agent.profile.build import MAX_CAP
 from edgesynth.agent.wire import MECHANISMS, RELATIONS
-from edgesynth.budget import parse_epsilon
+from edgesynth.budget import MAX_EPS_DEN, parse_epsilon
 from edgesynth.config import check_bounds, load_config, split_bounds
 from edgesynth.config import combine as combine_configs
 from edgesynth.errors import InputError
@@ -43,9 +43,9 @@ SKETCHES = ("cms", "cs")
 # (docs/mechanisms/privhp.md "Joined CDFs")
 CDF_MIN_BINS = 64
 CDF_MAX_BINS = 4096
-# cdf_share's default (None): this share at d >= 3, and at d = 2 from AUTO_CDF_RAM bytes of --ram on
+# cdf_share's default (None): this share for AUTO_CDF_CHANNELS or more real-valued channels
 AUTO_CDF_SHARE = Fraction(3, 10)
-AUTO_CDF_RAM = 64 * 1024
+AUTO_CDF_CHANNELS = 3
 
 
 def _one_of(value, choices, what):
@@ -325,6 +325,11 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
           sketch, rows, clamp_share, uniform_split, hash_seed, relation, device_runtime, depth, counter, max_events,
           snap, op_name, fold, cdf_share=0):
     names = _names(names)
+    bins = _int_in(bins, 2, MAX_BINS, "--bins")
+    cap = _int_in(cap, 1, MAX_CAP, "--cap")
+    sample_bits = _int_in(sample_bits, None, None, "--sample-bits")  # the planner checks its range
+    rows = _int_in(rows, 1, 16, "--rows")
+    n_max = _int_in(n_max, 2, 2 ** 29, "--n-max")
     if cdf_share is None:
         return _plan_auto_share(ram_bytes, bounds=bounds, eps=eps, mechanism=mechanism, names=names,
                                 integer=integer, bins=bins, branching=branching, domain=domain, cap=cap,
@@ -333,6 +338,9 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
                                 relation=relation, device_runtime=device_runtime, depth=depth, counter=counter,
                                 max_events=max_events, snap=snap, op_name=op_name, fold=fold)
     if cdf_share:
+        if bins is not None or branching is not None:
+            raise InputError("--bins and --branching apply to --mechanism cdf; with --cdf-share the cdf takes the "
+                             "bins that fit what privhp's plan leaves")
         return _plan_joined(ram_bytes, cdf_share, bounds=bounds, eps=eps, names=names, integer=integer,
                             n_max=n_max, sketch=sketch, rows=rows, clamp_share=clamp_share,
                             uniform_split=uniform_split, hash_seed=hash_seed, relation=relation,
@@ -340,11 +348,6 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
     if mechanism == "phdstream":
         return _plan_phdstream(ram_bytes, bounds, eps, names, integer, relation, device_runtime, depth, counter,
                                max_events, snap, op_name, fold)
-    bins = _int_in(bins, 2, MAX_BINS, "--bins")
-    cap = _int_in(cap, 1, MAX_CAP, "--cap")
-    sample_bits = _int_in(sample_bits, None, None, "--sample-bits")  # the planner checks its range
-    rows = _int_in(rows, 1, 16, "--rows")
-    n_max = _int_in(n_max, 2, 2 ** 29, "--n-max")
     if mechanism == "profile":
         if cap is None:
             raise InputError("--mechanism profile needs --cap")
@@ -369,14 +372,19 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
 
 
 def _plan_auto_share(ram_bytes, **args):
-    """The default of cdf_share: AUTO_CDF_SHARE where joining measured better
-    (benchmarks/RESULTS.md, bench_privhp_join and bench_utility_real: per
-    column 2-25x better everywhere, the joint error at d = 4 3-10x; at
-    d = 2 better from 64 KiB on, mixed at 32 KiB), when that plan fits;
-    else privhp alone. Decided on public parameters only: d and ram."""
+    """The default of cdf_share: AUTO_CDF_SHARE where joining measured
+    better, when that plan fits; else privhp alone. Joined CDFs measured
+    2-25x better per column everywhere and 3-10x on the joint error at
+    d = 4 (synthetic and real data; at d = 3 on synthetic data), but at
+    d = 2 the joint error ranged 0.5-2x with the RAM and the data
+    (benchmarks/RESULTS.md: bench_privhp_join, bench_utility_real), so
+    only AUTO_CDF_CHANNELS or more channels, none of them integer (the join
+    leaves integer channels out). Public parameters only: the bounds'
+    count and the integer flags."""
     if args["mechanism"] == "privhp" and args["bounds"] is not None and ram_bytes is not None:
-        d = len(_bounds(args["bounds"], args["names"], args["integer"])[0])
-        if d >= 3 or (d == 2 and ram_bytes >= AUTO_CDF_RAM):
+        lo, _, names = _bounds(args["bounds"], args["names"], args["integer"])
+        if len(lo) >= AUTO_CDF_CHANNELS and not positions(args["integer"], names or ["x%d" % i
+                                                                                for i in range(len(lo))]):
             try:
                 return _plan(ram_bytes, cdf_share=AUTO_CDF_SHARE, **args)
             except InputError:
@@ -410,7 +418,13 @@ def _plan_joined(ram_bytes, share, *, bounds, eps, names, integer, n_max, sketch
     lo, hi, names = _bounds(bounds, names, integer)
     names = names or ["x%d" % i for i in range(len(lo))]
     d = len(lo)
+    if len(positions(integer, names)) == d:
+        raise InputError("--cdf-share: every channel is integer, and the join leaves integer channels out (their "
+                         "in-leaf draw stays a uniform integer): plan without --cdf-share")
     cdf_eps = share * eps
+    if cdf_eps.denominator > MAX_EPS_DEN or (eps - cdf_eps).denominator > MAX_EPS_DEN:
+        raise InputError("--cdf-share %s of epsilon %s gives a part that needs more than 6 decimal places; round "
+                         "the share" % (share, eps))
     # privhp plans first, leaving the cdf its runtime charge and CDF_MIN_BINS bins; the cdf then takes all
     # that privhp's plan leaves (its widths are powers of 2, so a few KiB usually go unused)
     reserve = cdf_heap_need(d, CDF_MIN_BINS, choose_tree(CDF_MIN_BINS), device_runtime)[1]

@@ -195,13 +195,15 @@ def test_plan_splits_epsilon_exactly_and_zero_is_todays_config():
 
 
 @pytest.mark.parametrize("bounds,ram,runtime,joined", [
-    ("0:1,0:1", "32K", "c", False),                     # d = 2 below 64 KiB: measured mixed, privhp alone
-    ("0:1,0:1", "64K", "c", True),
+    ("0:1,0:1", "32K", "c", False),                     # d = 2: measured mixed, privhp alone
+    ("0:1,0:1", "256K", "c", False),
     ("0:1,0:1,0:1", "32K", "c", True),                  # d >= 3: joined at any size that fits
+    ("0:1,0:1,0:1,0:1", "64K", "c", True),
     ("0:1,0:1,0:1,0:1", "32K", "micropython", False),   # two runtime charges do not fit: privhp alone
     ("0:1", "256K", "c", False),                        # one channel: the tree is its marginal
 ])
 def test_the_default_share_follows_the_measured_rule(bounds, ram, runtime, joined):
+    """None (the default) joins 0.3 at d >= 3 when it fits, decided on public parameters alone."""
     cfg = es.plan(bounds, epsilon=1, ram=ram, device_runtime=runtime, hash_seed="s")
     kinds = [m["kind"] for m in cfg["mechanisms"]]
     assert kinds == (["privhp", "cdf"] if joined else ["privhp"])
@@ -214,6 +216,27 @@ def test_the_default_share_follows_the_measured_rule(bounds, ram, runtime, joine
     # the default applies to privhp only: a cdf plan stays one mechanism
     assert [m["kind"] for m in es.plan(bounds, epsilon=1, ram=ram, mechanism="cdf", device_runtime=runtime)
             ["mechanisms"]] == ["cdf"]
+
+
+def test_the_default_leaves_integer_channels_alone_and_a_share_over_integers_only_is_refused():
+    mixed = es.plan("0:1,0:1,0:100", epsilon=1, ram="64K", device_runtime="c", hash_seed="s", integer="x2")
+    assert [m["kind"] for m in mixed["mechanisms"]] == ["privhp"]
+    with pytest.raises(InputError, match="every channel is integer"):
+        es.plan("0:10,0:10", epsilon=1, ram="64K", device_runtime="c", integer="x0,x1", cdf_share="0.3")
+
+
+@pytest.mark.parametrize("kw,said", [
+    (dict(n_max=-5), "--n-max must be in"), (dict(rows="3"), "--rows must be an integer"),
+    (dict(rows=99), "--rows must be in"), (dict(bins=64), "--bins and --branching apply"),
+])
+def test_a_share_keeps_the_checks_of_a_plain_plan(kw, said):
+    with pytest.raises(InputError, match=said):
+        es.plan("0:1,0:1", epsilon=1, ram="64K", device_runtime="c", cdf_share="0.3", **kw)
+
+
+def test_a_share_that_needs_too_many_decimals_is_refused_by_name():
+    with pytest.raises(InputError, match="--cdf-share .* needs more than 6 decimal places"):
+        es.plan("0:1,0:1", epsilon=1, ram="64K", device_runtime="c", cdf_share="0.123456789")
 
 
 @pytest.mark.parametrize("share", ["1", "-0.1", "1.5", "x"])
