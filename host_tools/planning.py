@@ -43,7 +43,7 @@ SKETCHES = ("cms", "cs")
 # (docs/mechanisms/privhp.md "Joined CDFs")
 CDF_MIN_BINS = 64
 CDF_MAX_BINS = 4096
-# cdf_share's default (None): this share for AUTO_CDF_CHANNELS or more real-valued channels
+# cdf_share's default (None): this share for AUTO_CDF_CHANNELS or more channels, none integer
 AUTO_CDF_SHARE = Fraction(3, 10)
 AUTO_CDF_CHANNELS = 3
 
@@ -268,8 +268,25 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
                 relation=relation, device_runtime=device_runtime, depth=depth, counter=counter,
                 max_events=max_events, snap=snap, op_name=op_name, fold=fold,
                 cdf_share=_cdf_share(cdf_share, mechanism))
+    if args["cdf_share"] is not None:
+        return _planned(ram_bytes, transport, args)
+    # the default share is decided above the transport: its budget search assumes one kind of config
+    if _auto_share_applies(ram_bytes, args):
+        try:
+            return _planned(ram_bytes, transport, dict(args, cdf_share=AUTO_CDF_SHARE))
+        except InputError:
+            pass  # the joined plan does not fit: privhp alone (an error in the arguments recurs below)
+        cfg = _planned(ram_bytes, transport, dict(args, cdf_share=Fraction(0)))
+        cfg["plan"]["cdf_share"] = "0 (the default 3/10 does not fit --ram)"
+        return cfg
+    return _planned(ram_bytes, transport, dict(args, cdf_share=Fraction(0)))
+
+
+def _planned(ram_bytes, transport, args):
+    """_plan, or with ``transport`` _with_transport after its checks."""
     if transport is None:
         return _plan(ram_bytes, **args)
+    mechanism, device_runtime = args["mechanism"], args["device_runtime"]
     _one_of(transport, TRANSPORTS, "--transport")
     if mechanism == "phdstream":
         raise InputError("--transport is not planned for phdstream yet: its frames grow with the tree")
@@ -330,13 +347,6 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
     sample_bits = _int_in(sample_bits, None, None, "--sample-bits")  # the planner checks its range
     rows = _int_in(rows, 1, 16, "--rows")
     n_max = _int_in(n_max, 2, 2 ** 29, "--n-max")
-    if cdf_share is None:
-        return _plan_auto_share(ram_bytes, bounds=bounds, eps=eps, mechanism=mechanism, names=names,
-                                integer=integer, bins=bins, branching=branching, domain=domain, cap=cap,
-                                sample_bits=sample_bits, n_max=n_max, sketch=sketch, rows=rows,
-                                clamp_share=clamp_share, uniform_split=uniform_split, hash_seed=hash_seed,
-                                relation=relation, device_runtime=device_runtime, depth=depth, counter=counter,
-                                max_events=max_events, snap=snap, op_name=op_name, fold=fold)
     if cdf_share:
         if bins is not None or branching is not None:
             raise InputError("--bins and --branching apply to --mechanism cdf; with --cdf-share the cdf takes the "
@@ -371,30 +381,30 @@ def _plan(ram_bytes, *, bounds, eps, mechanism, names, integer, bins, branching,
                        relation=relation, runtime=device_runtime)
 
 
-def _plan_auto_share(ram_bytes, **args):
-    """The default of cdf_share: AUTO_CDF_SHARE where joining measured
-    better, when that plan fits; else privhp alone. Joined CDFs measured
-    2-25x better per column everywhere and 3-10x on the joint error at
-    d = 4 (synthetic and real data; at d = 3 on synthetic data), but at
-    d = 2 the joint error ranged 0.5-2x with the RAM and the data
-    (benchmarks/RESULTS.md: bench_privhp_join, bench_utility_real), so
-    only AUTO_CDF_CHANNELS or more channels, none of them integer (the join
-    leaves integer channels out). Public parameters only: the bounds'
-    count and the integer flags."""
-    if args["mechanism"] == "privhp" and args["bounds"] is not None and ram_bytes is not None:
-        lo, _, names = _bounds(args["bounds"], args["names"], args["integer"])
-        if len(lo) >= AUTO_CDF_CHANNELS and not positions(args["integer"], names or ["x%d" % i
-                                                                                for i in range(len(lo))]):
-            try:
-                return _plan(ram_bytes, cdf_share=AUTO_CDF_SHARE, **args)
-            except InputError:
-                pass  # the joined plan does not fit: privhp alone, as with cdf_share 0
-    return _plan(ram_bytes, cdf_share=Fraction(0), **args)
+def _auto_share_applies(ram_bytes, args):
+    """Whether cdf_share's default (None) tries AUTO_CDF_SHARE: privhp over
+    AUTO_CDF_CHANNELS or more channels, none of them integer (the join
+    leaves integer channels out), no --bins/--branching (a cdf plan's), and
+    epsilon parts that keep 6 decimals. Joined CDFs measured better per
+    column everywhere (0.04-0.6x) and on the joint error at d = 4 (0.09-0.5x,
+    synthetic and real data); at d = 2 the joint error went both ways with
+    the data (0.48-0.56x on flights, 0.96-1.20x on weather); d = 3 and
+    d > 4 are extrapolated from d = 4 (benchmarks/RESULTS.md,
+    bench_privhp_join and bench_utility_real). Public parameters only:
+    the bounds' count, the integer flags and the other arguments."""
+    if args["mechanism"] != "privhp" or args["bounds"] is None or ram_bytes is None \
+            or args["bins"] is not None or args["branching"] is not None:
+        return False
+    lo, _, names = _bounds(args["bounds"], _names(args["names"]), args["integer"])
+    cdf_eps = AUTO_CDF_SHARE * args["eps"]
+    return len(lo) >= AUTO_CDF_CHANNELS and not positions(args["integer"], names or ["x%d" % i
+                                                                                       for i in range(len(lo))]) \
+        and cdf_eps.denominator <= MAX_EPS_DEN and (args["eps"] - cdf_eps).denominator <= MAX_EPS_DEN
 
 
 def _cdf_share(value, mechanism):
     """``value`` as a Fraction in [0, 1) (0: no cdf), or None (the
-    measured default, _plan_auto_share); InputError otherwise or when a
+    measured default, _auto_share_applies); InputError otherwise or when a
     share is given for another mechanism than privhp."""
     if value is None:
         return None

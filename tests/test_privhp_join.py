@@ -218,6 +218,35 @@ def test_the_default_share_follows_the_measured_rule(bounds, ram, runtime, joine
             ["mechanisms"]] == ["cdf"]
 
 
+def test_the_default_is_decided_above_the_transport_and_says_when_it_does_not_fit():
+    """Under mqtt the agent's budget is searched for the joined config
+    itself (privhp alone at the budgets the search probes needs more than
+    80 KiB with the transport, the joined plan less); at 32 KiB MicroPython
+    the joined plan cannot fit and the plan says so."""
+    mq = es.plan("0:1,0:1,0:1", epsilon=1, ram="80K", transport="mqtt", hash_seed="s")
+    assert [m["kind"] for m in mq["mechanisms"]] == ["privhp", "cdf"] and mq["plan"]["cdf_share"] == "3/10"
+    small = es.plan("0:1,0:1,0:1", epsilon=1, ram="32K", device_runtime="micropython", hash_seed="s")
+    assert [m["kind"] for m in small["mechanisms"]] == ["privhp"]
+    assert small["plan"]["cdf_share"].startswith("0 (the default 3/10 does not fit")
+
+
+@pytest.mark.parametrize("kw", [dict(bins=64), dict(epsilon="0.123457"), dict(integer=[2]),
+                                dict(names="p,q,r", integer="r"),
+                                dict(bounds={"a": (0, 1), "b": (0, 1), "c": (0, 100)}, integer=["c"])])
+def test_the_default_plans_privhp_alone_where_the_rule_does_not_apply(kw):
+    """--bins (a cdf plan's), an epsilon whose 0.3 part needs 7 decimals,
+    an integer channel (by position or by name, bounds as a dict)."""
+    args = dict(bounds="0:1,0:1,0:100", epsilon=1, ram="64K", device_runtime="c", hash_seed="s")
+    args.update(kw)
+    cfg = es.plan(args.pop("bounds"), **args)
+    assert [m["kind"] for m in cfg["mechanisms"]] == ["privhp"] and "cdf_share" not in cfg["plan"]
+
+
+def test_the_default_keeps_genuine_errors():
+    with pytest.raises(InputError, match="--sketch must be one of"):
+        es.plan("0:1,0:1,0:1", epsilon=1, ram="64K", device_runtime="c", sketch="zz")
+
+
 def test_the_default_leaves_integer_channels_alone_and_a_share_over_integers_only_is_refused():
     mixed = es.plan("0:1,0:1,0:100", epsilon=1, ram="64K", device_runtime="c", hash_seed="s", integer="x2")
     assert [m["kind"] for m in mixed["mechanisms"]] == ["privhp"]
