@@ -196,8 +196,10 @@ def plan(bounds=None, *, epsilon, ram=None, mechanism="privhp", names=None, inte
         runtime overhead is charged for both parts (a combined device's is
         not measured). An explicit F > 0 that does not fit is refused in
         one line; 0 plans privhp alone. None: AUTO_CDF_SHARE for 3 or more
-        channels, or 2 channels with ``ram`` >= 64 KiB, when that plan
-        fits; privhp alone otherwise (a function of public parameters only).
+        channels, none of them integer, without bins/branching, when that
+        plan fits (under ``transport`` too); privhp alone otherwise, and
+        plan["cdf_share"] says when the default did not fit (a function of
+        public parameters only: _auto_share_applies).
     hash_seed: public seed shared by devices that will be merged (privhp;
         the sample's seed for profile; default random, so pass one for a
         reproducible config).
